@@ -1,0 +1,53 @@
+"""boxjax environments. `make(name, body=..., **options)` builds one by name."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from boxjax.envs.base import Env, EpisodeSummary, State, from_playground
+
+TASKS = ("stance", "reach")
+
+__all__ = ["TASKS", "Env", "EpisodeSummary", "State", "from_playground", "make"]
+
+
+def make(
+    name: str, *, body: str = "simple", impl: str | None = None, num_worlds: int = 1, **options: Any
+) -> Env:
+    """Build a task environment.
+
+    Args:
+      name: one of `TASKS` ("reach" is a physics-free toy for tests).
+      body: boxer body for physics tasks (see `boxjax.mjcf.BODIES`).
+      impl: physics implementation, "jax", "warp", or None/"auto" for this machine's default.
+      num_worlds: worlds stepped together (sizes MuJoCo Warp's shared contact pool).
+      options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
+    """
+    if name == "reach":
+        from boxjax.envs.toy import PointReach
+
+        return PointReach()
+    if name == "stance":
+        from boxjax import mjcf
+        from boxjax.envs.stance import StanceConfig, StanceEnv
+        from boxjax.physics import mjx as physics
+
+        config = _config(StanceConfig, body=body, **options)
+        budget = mjcf.CONTACT_BUDGET[config.body]
+        physics_config = physics.PhysicsConfig(
+            impl=physics.resolve_impl(impl),
+            num_worlds=num_worlds,
+            contacts_per_world=budget.ncon_per_world,
+            njmax=budget.njmax,
+        )
+        return StanceEnv(config, physics_config)
+    raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
+
+
+def _config(cls: type, **values: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} options {sorted(unknown)}; valid: {sorted(names)}")
+    return cls(**values)

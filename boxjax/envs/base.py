@@ -1,0 +1,158 @@
+"""The environment protocol every boxjax task follows, and the state it returns.
+
+An environment is an object with
+
+* ``observation_size: int`` and ``action_size: int``;
+* ``default_params() -> params``: a pytree of everything the step depends on that may change between runs
+  or per world (the MJX model, reward weights, curriculum values). It is passed in, never closed over, so
+  domain randomisation is a ``vmap`` over it and the CPU path can pass other params;
+* ``reset(params, key) -> State`` and ``step(params, state, action) -> State``: pure functions of one world,
+  jit- and vmap-able; ``action`` is a float32 vector in [-1, 1] of ``action_size``.
+
+Optionally, a curriculum whose state lives in the training state (never in Python globals):
+
+* ``init_curriculum() -> curriculum`` (a pytree of arrays),
+* ``apply_curriculum(params, curriculum) -> params`` (called inside the jitted iteration),
+* ``update_curriculum(curriculum, stats: EpisodeSummary) -> curriculum`` (once per iteration, on device).
+
+`boxjax.rl.ppo` needs nothing else: an environment written for MuJoCo Playground (``reset(key)``,
+``step(state, action)``) trains unchanged through `from_playground`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class State:
+    """One world's environment state. Leaves gain a leading (num_envs,) axis under vmap."""
+
+    data: Any
+    """Physics state (an `mjx.Data`, or any pytree for non-physics environments)."""
+    obs: jax.Array
+    """(obs_size,) float32 observation after this step."""
+    reward: jax.Array
+    """() float32 reward of this step."""
+    done: jax.Array
+    """() float32 1.0 when the episode ended at this step (terminated or truncated)."""
+    truncation: jax.Array
+    """() float32 1.0 when it ended by the time limit only (value is bootstrapped)."""
+    metrics: dict[str, jax.Array]
+    """Named () float32 per-step figures (reward terms, contact counts...), averaged per iteration."""
+    info: Any
+    """Typed task information (a task-specific `flax.struct` dataclass)."""
+
+
+@struct.dataclass
+class EpisodeSummary:
+    """Totals over the episodes that ended during one iteration (device scalars)."""
+
+    episodes: jax.Array
+    """Episodes that ended."""
+    terminated: jax.Array
+    """Of those, episodes that ended by termination (a fall), not by the time limit."""
+    return_sum: jax.Array
+    """Sum of their undiscounted returns."""
+    length_sum: jax.Array
+    """Sum of their lengths in control steps."""
+    world_steps: jax.Array
+    """Control steps each world took during the iteration (the unroll length)."""
+
+    @classmethod
+    def zeros(cls) -> EpisodeSummary:
+        """No episodes yet."""
+        z = jnp.zeros((), jnp.float32)
+        return cls(episodes=z, terminated=z, return_sum=z, length_sum=z, world_steps=z)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """Structural type of a boxjax environment (see the module docstring)."""
+
+    observation_size: int
+    action_size: int
+
+    def default_params(self) -> Any: ...
+
+    def reset(self, params: Any, key: jax.Array) -> State: ...
+
+    def step(self, params: Any, state: State, action: jax.Array) -> State: ...
+
+
+@struct.dataclass
+class NoCurriculum:
+    """Curriculum state of an environment that has none."""
+
+    level: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
+
+
+def init_curriculum(env: Env) -> Any:
+    """The environment's initial curriculum state, or an empty one."""
+    hook = getattr(env, "init_curriculum", None)
+    return hook() if hook else NoCurriculum()
+
+
+def apply_curriculum(env: Env, params: Any, curriculum: Any) -> Any:
+    """Params with the curriculum's current values written in."""
+    hook = getattr(env, "apply_curriculum", None)
+    return hook(params, curriculum) if hook else params
+
+
+def update_curriculum(env: Env, curriculum: Any, stats: EpisodeSummary) -> Any:
+    """The curriculum after one iteration's episode figures."""
+    hook = getattr(env, "update_curriculum", None)
+    return hook(curriculum, stats) if hook else curriculum
+
+
+def curriculum_solved(env: Env, curriculum: Any, stats: EpisodeSummary) -> jax.Array:
+    """() bool: whether the task counts as solved after this iteration (False without a hook)."""
+    hook = getattr(env, "solved", None)
+    return hook(curriculum, stats) if hook else jnp.zeros((), bool)
+
+
+class PlaygroundAdapter:
+    """Wraps a MuJoCo Playground environment (``reset(key)``, ``step(state, action)``) into this protocol.
+
+    Playground states carry ``data, obs, reward, done, metrics, info``; the truncation flag, when a
+    time-limit wrapper set one, is read from ``info['truncation']``.
+    """
+
+    def __init__(self, env: Any):
+        self._env = env
+        self.observation_size = int(env.observation_size)
+        self.action_size = int(env.action_size)
+
+    def default_params(self) -> None:
+        """Playground environments hold their model themselves: no params."""
+        return None
+
+    def _convert(self, s: Any) -> State:
+        info = dict(s.info)
+        truncation = jnp.asarray(info.pop("truncation", jnp.zeros(())), jnp.float32)
+        return State(
+            data=(s.data, s),
+            obs=jnp.asarray(s.obs, jnp.float32),
+            reward=jnp.asarray(s.reward, jnp.float32),
+            done=jnp.asarray(s.done, jnp.float32),
+            truncation=truncation,
+            metrics={k: jnp.asarray(v, jnp.float32) for k, v in s.metrics.items()},
+            info=None,
+        )
+
+    def reset(self, params: None, key: jax.Array) -> State:
+        """Playground reset."""
+        return self._convert(self._env.reset(key))
+
+    def step(self, params: None, state: State, action: jax.Array) -> State:
+        """Playground step on the wrapped original state."""
+        return self._convert(self._env.step(state.data[1], action))
+
+
+def from_playground(env: Any) -> PlaygroundAdapter:
+    """Adapt a MuJoCo Playground-style environment so `boxjax.rl.ppo` can train it."""
+    return PlaygroundAdapter(env)

@@ -1,0 +1,115 @@
+"""MJX physics backend, chosen in one place: `impl="warp"` (MuJoCo Warp) on a GPU, `impl="jax"` elsewhere.
+
+The environment code is the same for both. With MuJoCo Warp, contacts live in one pool shared by all
+worlds (`naconmax` = worlds x per-world budget) and constraint rows in per-world slots (`njmax`); worlds are
+reset with `Data.where`, and the per-world overflow bits are read every step so an overflow is counted and
+reported, never silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from mujoco import mjx
+
+IMPLS = ("jax", "warp")
+
+# MuJoCo Warp's OverflowType bits (mujoco_warp types.py); the two solver-cap bits are warnings, not overflow.
+OVERFLOW_BITS = {
+    "nefc": 1,
+    "njmax_nnz": 2,
+    "broadphase": 4,
+    "narrowphase": 8,
+    "ccd": 16,
+    "contact_match": 64,
+    "nvmax": 128,
+    "epa_horizon": 256,
+}
+_SOLVER_CAP_BITS = 512 | 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class PhysicsConfig:
+    """How the physics runs."""
+
+    impl: str = "jax"
+    """"jax" (MJX in JAX, any device) or "warp" (MuJoCo Warp, CUDA only)."""
+    num_worlds: int = 1
+    """Worlds stepped together (sizes MuJoCo Warp's shared contact pool)."""
+    contacts_per_world: int = 64
+    """Contact slots per world; the pool holds num_worlds times this."""
+    njmax: int = 256
+    """Constraint-row slots per world."""
+    substeps: int = 4
+    """Physics steps per control step."""
+
+    def __post_init__(self) -> None:
+        """Reject unknown implementations and non-positive sizes."""
+        if self.impl not in IMPLS:
+            raise ValueError(f"unknown physics impl {self.impl!r}; valid: {', '.join(IMPLS)}")
+        for name in ("num_worlds", "contacts_per_world", "njmax", "substeps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"PhysicsConfig.{name} must be positive, got {getattr(self, name)}")
+
+
+def default_impl() -> str:
+    """ "warp" when JAX's default backend is a GPU, else "jax"."""
+    return "warp" if jax.default_backend() == "gpu" else "jax"
+
+
+def resolve_impl(impl: str | None) -> str:
+    """`impl`, or the default for this machine; "warp" without a GPU is an error."""
+    impl = default_impl() if impl in (None, "auto") else impl
+    if impl not in IMPLS:
+        raise ValueError(f"unknown physics impl {impl!r}; valid: auto, {', '.join(IMPLS)}")
+    if impl == "warp" and jax.default_backend() != "gpu":
+        raise ValueError("physics impl 'warp' needs a CUDA GPU; this machine has none (use impl='jax')")
+    return impl
+
+
+def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
+    """The model on the device; with Warp, solver-cap warnings are masked so they cannot flood stdout."""
+    model = mjx.put_model(mj_model, impl=config.impl)
+    if config.impl == "warp":
+        quiet = sum(OVERFLOW_BITS.values())
+        model = model.tree_replace({"opt._impl.warn_overflow": quiet})
+    return model
+
+
+def make_data(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Data:
+    """A one-world data template with the contact and constraint slots of `config`."""
+    if config.impl == "warp":
+        return mjx.make_data(
+            mj_model,
+            impl="warp",
+            naconmax=config.num_worlds * config.contacts_per_world,
+            njmax=config.njmax,
+        )
+    return mjx.make_data(mj_model, impl="jax")
+
+
+def step(model: mjx.Model, data: mjx.Data, substeps: int) -> mjx.Data:
+    """`substeps` physics steps of one world (vmap it for many)."""
+    return jax.lax.fori_loop(0, substeps, lambda _, d: mjx.step(model, d), data)
+
+
+def forward(model: mjx.Model, data: mjx.Data) -> mjx.Data:
+    """Kinematics and everything derived from qpos/qvel, without advancing time."""
+    return mjx.forward(model, data)
+
+
+def overflow_flags(data: mjx.Data) -> dict[str, jax.Array]:
+    """() float32 per overflow kind: 1.0 if this world overflowed (always 0 with impl "jax")."""
+    bits = getattr(getattr(data, "_impl", None), "overflow", None)
+    if bits is None:
+        return {name: jnp.zeros((), jnp.float32) for name in OVERFLOW_BITS}
+    word = jnp.asarray(bits).reshape(-1)[0].astype(jnp.int32) & ~_SOLVER_CAP_BITS
+    return {name: ((word & bit) != 0).astype(jnp.float32) for name, bit in OVERFLOW_BITS.items()}
+
+
+def is_finite(data: mjx.Data) -> jax.Array:
+    """() bool: the world's state holds no NaN or inf."""
+    return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))

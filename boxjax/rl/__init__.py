@@ -1,0 +1,1 @@
+"""PPO for boxjax environments: `from boxjax.rl import ppo`."""

@@ -1,0 +1,86 @@
+"""PPO configuration: one frozen dataclass, variants made with `dataclasses.replace`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Hyper-parameters and sizes of one PPO run."""
+
+    num_envs: int = 2048
+    """Worlds stepped in parallel."""
+    unroll_length: int = 16
+    """Control steps each world takes per iteration."""
+    num_epochs: int = 4
+    """Passes over the iteration's batch."""
+    minibatch_size: int = 2048
+    """Transitions per gradient step."""
+    learning_rate: float = 3e-4
+    """Adam step size."""
+    gamma: float = 0.99
+    """Discount per control step."""
+    gae_lambda: float = 0.95
+    """GAE trace decay."""
+    clip_eps: float = 0.2
+    """PPO ratio clip."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    entropy_coef: float = 1e-3
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    policy_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the policy MLP."""
+    value_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the value MLP."""
+    init_log_std: float = -0.7
+    """Initial log standard deviation of the Gaussian policy."""
+    normalize_advantages: bool = True
+    """Standardise advantages per minibatch."""
+    normalize_observations: bool = True
+    """Keep running observation statistics and feed normalised observations to the networks."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before GAE."""
+
+    def __post_init__(self) -> None:
+        """Reject values that would silently produce a wrong run."""
+        positive = ("num_envs", "unroll_length", "num_epochs", "minibatch_size")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"PPOConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.batch_size % self.minibatch_size:
+            raise ValueError(
+                f"PPOConfig: batch_size (num_envs*unroll_length = {self.batch_size}) must be a multiple of "
+                f"minibatch_size ({self.minibatch_size})"
+            )
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"PPOConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.learning_rate <= 0 or self.clip_eps <= 0:
+            raise ValueError("PPOConfig: learning_rate and clip_eps must be positive")
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions collected per iteration."""
+        return self.num_envs * self.unroll_length
+
+    @property
+    def num_minibatches(self) -> int:
+        """Gradient steps per epoch."""
+        return self.batch_size // self.minibatch_size
+
+    def to_dict(self) -> dict:
+        """JSON-friendly copy (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PPOConfig:
+        """Inverse of `to_dict`; unknown keys are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"PPOConfig: unknown fields {sorted(unknown)}; valid: {sorted(names)}")
+        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        return cls(**fixed)

@@ -1,0 +1,110 @@
+"""GAE and the clipped PPO loss: small pure functions, shapes in the docstrings."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from boxjax.rl.networks import gaussian_entropy, gaussian_log_prob
+
+
+def gae(
+    reward: jax.Array,
+    value: jax.Array,
+    next_value: jax.Array,
+    termination: jax.Array,
+    done: jax.Array,
+    gamma: float,
+    lam: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation by a reverse scan over time.
+
+    Args:
+      reward: (T, N) rewards r_t.
+      value: (T, N) V(s_t).
+      next_value: (T, N) V(s'_t), the value of the state reached by step t *before* any auto-reset,
+        so a time-limit truncation bootstraps from the true last state.
+      termination: (T, N) 1.0 where s'_t is terminal (a fall): no bootstrap.
+      done: (T, N) 1.0 where the episode ended at t (termination or truncation): the trace stops.
+      gamma: discount.
+      lam: GAE lambda.
+
+    Returns:
+      advantages (T, N) and value targets (T, N) = advantages + value.
+    """
+    delta = reward + gamma * (1.0 - termination) * next_value - value
+
+    def backward(carry: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        delta_t, done_t = xs
+        adv = delta_t + gamma * lam * (1.0 - done_t) * carry
+        return adv, adv
+
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(delta[0]), (delta, done), reverse=True)
+    return advantages, advantages + value
+
+
+@struct.dataclass
+class LossBatch:
+    """One minibatch of transitions, already flattened: every field has leading shape (B,)."""
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+
+
+@struct.dataclass
+class LossTerms:
+    """The scalar parts of the PPO loss, kept for logging."""
+
+    total: jax.Array
+    policy: jax.Array
+    value: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_fraction: jax.Array
+
+
+def ppo_loss(
+    mean: jax.Array,
+    log_std: jax.Array,
+    value: jax.Array,
+    batch: LossBatch,
+    *,
+    clip_eps: float,
+    value_coef: float,
+    entropy_coef: float,
+    normalize_advantages: bool,
+) -> LossTerms:
+    """Clipped-surrogate PPO loss.
+
+    Args:
+      mean: (B, A) policy means for `batch.obs`.
+      log_std: (A,) policy log std.
+      value: (B,) critic values for `batch.obs`.
+      batch: the behaviour data.
+
+    Returns:
+      LossTerms with `total` = policy + value_coef * value - entropy_coef * entropy.
+    """
+    adv = batch.advantage
+    if normalize_advantages:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_prob = gaussian_log_prob(mean, log_std, batch.action)
+    log_ratio = log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
+    policy_loss = -surrogate.mean()
+    value_loss = 0.5 * jnp.mean(jnp.square(value - batch.target))
+    entropy = gaussian_entropy(log_std)
+    total = policy_loss + value_coef * value_loss - entropy_coef * entropy
+    return LossTerms(
+        total=total,
+        policy=policy_loss,
+        value=value_loss,
+        entropy=entropy,
+        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
+        clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32)),
+    )

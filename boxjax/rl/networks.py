@@ -1,0 +1,104 @@
+"""Actor-critic networks (flax) and the running observation normaliser."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+_LOG_2PI = float(jnp.log(2.0 * jnp.pi))
+
+
+class MLP(nn.Module):
+    """Plain MLP with SiLU activations and an orthogonal-initialised linear head."""
+
+    hidden: Sequence[int]
+    out_size: int
+    head_scale: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for width in self.hidden:
+            x = nn.silu(nn.Dense(width, kernel_init=nn.initializers.orthogonal(jnp.sqrt(2.0)))(x))
+        return nn.Dense(self.out_size, kernel_init=nn.initializers.orthogonal(self.head_scale))(x)
+
+
+class ActorCritic(nn.Module):
+    """Gaussian policy with a state-independent log std, and a separate value MLP."""
+
+    action_size: int
+    policy_hidden: Sequence[int]
+    value_hidden: Sequence[int]
+    init_log_std: float
+
+    def setup(self) -> None:
+        self.policy = MLP(self.policy_hidden, self.action_size, head_scale=0.01)
+        self.value = MLP(self.value_hidden, 1, head_scale=1.0)
+        self.log_std = self.param(
+            "log_std", nn.initializers.constant(self.init_log_std), (self.action_size,), jnp.float32
+        )
+
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """obs (..., obs_size) -> mean (..., A), log_std (A,), value (...)."""
+        return self.policy(obs), self.log_std, self.value(obs)[..., 0]
+
+    def policy_only(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """obs (..., obs_size) -> mean (..., A), log_std (A,)."""
+        return self.policy(obs), self.log_std
+
+    def value_only(self, obs: jax.Array) -> jax.Array:
+        """obs (..., obs_size) -> value (...)."""
+        return self.value(obs)[..., 0]
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Array:
+    """Log density of a diagonal Gaussian, summed over the last axis: (..., A) -> (...)."""
+    z = (action - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * z * z - log_std - 0.5 * _LOG_2PI, axis=-1)
+
+
+def gaussian_entropy(log_std: jax.Array) -> jax.Array:
+    """Entropy of a diagonal Gaussian with per-dimension log std (A,) -> ()."""
+    return jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI))
+
+
+@struct.dataclass
+class Normalizer:
+    """Running mean and variance of observations (Chan's parallel update)."""
+
+    count: jax.Array
+    mean: jax.Array
+    m2: jax.Array
+
+    @classmethod
+    def create(cls, size: int) -> Normalizer:
+        """Empty statistics for observations of `size` features."""
+        zeros = jnp.zeros((size,), jnp.float32)
+        return cls(count=jnp.zeros((), jnp.float32), mean=zeros, m2=zeros)
+
+    def update(self, batch: jax.Array) -> Normalizer:
+        """Fold a batch (..., size) into the statistics."""
+        flat = batch.reshape(-1, batch.shape[-1])
+        n = jnp.float32(flat.shape[0])
+        batch_mean = flat.mean(axis=0)
+        batch_m2 = jnp.sum(jnp.square(flat - batch_mean), axis=0)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        mean = self.mean + delta * n / total
+        m2 = self.m2 + batch_m2 + jnp.square(delta) * self.count * n / total
+        return Normalizer(count=total, mean=mean, m2=m2)
+
+    @property
+    def std(self) -> jax.Array:
+        """Standard deviation per feature, floored so constant features do not blow up."""
+        var = self.m2 / jnp.maximum(self.count, 1.0)
+        return jnp.sqrt(jnp.maximum(var, 1e-6))
+
+    def __call__(self, obs: jax.Array, enabled: bool = True) -> jax.Array:
+        """Normalised and clipped observations (same shape as `obs`)."""
+        if not enabled:
+            return obs
+        return jnp.clip((obs - self.mean) / self.std, -10.0, 10.0)

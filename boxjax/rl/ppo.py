@@ -1,0 +1,252 @@
+"""PPO's public API: `train`, `PPOConfig`, `Policy`, `make_policy`. This is the host loop.
+
+The host loop is the one host/device boundary: it launches the jitted iteration, blocks on its figures once
+per iteration, times it, logs, checkpoints and reports progress. Nothing inside the iteration does I/O.
+
+    from boxjax import envs
+    from boxjax.rl import ppo
+    env = envs.make("stance", body="simple")
+    policy, history = ppo.train(env, ppo.PPOConfig(num_envs=64, unroll_length=16, minibatch_size=256),
+                                jax.random.key(0), iterations=20, progress_fn=print)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import boxjax
+from boxjax.envs.base import Env
+from boxjax.rl import checkpoint
+from boxjax.rl.config import PPOConfig
+from boxjax.rl.networks import ActorCritic, Normalizer
+from boxjax.rl.rollout import RolloutState, init_rollout
+from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
+
+__all__ = ["PPOConfig", "PhysicsOverflowError", "Policy", "TrainResult", "make_policy", "run_meta", "train"]
+
+OVERFLOW_PREFIX = "env/overflow/"
+
+
+class PhysicsOverflowError(RuntimeError):
+    """Some worlds ran out of contact or constraint slots and the run was asked to stop on overflow."""
+
+
+def overflow_report(figures: dict[str, float]) -> str | None:
+    """An `OVERFLOW ...` line naming each overflowing kind and its peak number of worlds, or None."""
+    kinds = [
+        f"{k[len(OVERFLOW_PREFIX) :]} in {int(v)} worlds"
+        for k, v in figures.items()
+        if k.startswith(OVERFLOW_PREFIX) and v > 0
+    ]
+    if not kinds:
+        return None
+    return f"OVERFLOW iteration {int(figures['iteration'])}: " + ", ".join(kinds)
+
+
+ProgressFn = Callable[[dict[str, float]], None]
+
+
+@struct.dataclass
+class Policy:
+    """What a trained agent needs to act: network parameters and observation statistics."""
+
+    params: Any
+    normalizer: Normalizer
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """State of a finished (or stopped) run, for resuming or inspection."""
+
+    train_state: TrainState
+    rollout_state: RolloutState
+    solved_at_s: float | None
+
+
+def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], jax.Array]:
+    """Deterministic policy: (policy, obs (..., O)) -> action (..., A) in [-1, 1]."""
+    net = make_network(env, config)
+
+    def act(policy: Policy, obs: jax.Array) -> jax.Array:
+        normed = policy.normalizer(obs, config.normalize_observations)
+        mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
+        return jnp.clip(mean, -1.0, 1.0)
+
+    return act
+
+
+def run_meta(env: Env, config: PPOConfig) -> dict[str, Any]:
+    """The JSON description stored with every checkpoint of this run."""
+    describe = getattr(env, "describe", None)
+    meta = dict(describe()) if describe else {"env": type(env).__name__, "body": None}
+    meta.update(
+        observation_size=int(env.observation_size),
+        action_size=int(env.action_size),
+        ppo=config.to_dict(),
+        boxjax_version=boxjax.__version__,
+    )
+    return meta
+
+
+def _to_host(metrics: dict[str, jax.Array]) -> dict[str, float]:
+    host = jax.device_get(metrics)
+    return {k: float(np.asarray(v)) for k, v in host.items()}
+
+
+def _own_buffers(tree: Any) -> Any:
+    """Copy every leaf so no two leaves share a device buffer (the iteration donates them all)."""
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
+
+
+def _initial_state(
+    env: Env, config: PPOConfig, env_params: Any, key: jax.Array, resume: str | None, init: str | None
+) -> tuple[TrainState, RolloutState]:
+    train_key, env_key = jax.random.split(key)
+    train_state = init_train_state(env, config, train_key)
+    rollout_state = init_rollout(env, env_params, env_key, config.num_envs)
+    meta = run_meta(env, config)
+    if resume:
+        checkpoint.check_resume(checkpoint.read_meta(resume), meta)
+        restored = checkpoint.restore(resume, {"train": train_state, "rollout": rollout_state})
+        return restored["train"], restored["rollout"]
+    if init:
+        checkpoint.check_init(checkpoint.read_meta(init), meta)
+        restored = checkpoint.restore(init, {"train": train_state, "rollout": rollout_state})
+        seed = restored["train"]
+        train_state = train_state.replace(
+            params=seed.params, opt_state=seed.opt_state, normalizer=seed.normalizer
+        )
+    return train_state, rollout_state
+
+
+def train(
+    env: Env,
+    config: PPOConfig,
+    key: jax.Array,
+    *,
+    iterations: int = 100,
+    minutes: float | None = None,
+    env_params: Any = None,
+    progress_fn: ProgressFn | None = None,
+    checkpoint_dir: str | None = None,
+    checkpoint_every: int = 50,
+    resume: str | None = None,
+    init: str | None = None,
+    stop_when_solved: bool = False,
+    stop_on_overflow: bool = False,
+    start_time_s: float | None = None,
+) -> tuple[Policy, list[dict[str, float]]]:
+    """Train `env` with PPO.
+
+    Args:
+      env: any environment following `boxjax.envs.base`'s protocol.
+      config: PPO hyper-parameters and sizes.
+      key: PRNG key (e.g. `jax.random.key(0)` or `jax.random.PRNGKey(0)`).
+      iterations: stop after this many iterations in total (counting resumed ones).
+      minutes: also stop after this much wall time.
+      env_params: environment params (default `env.default_params()`).
+      progress_fn: called with each iteration's figures (host floats).
+      checkpoint_dir: where to write checkpoints (every `checkpoint_every` iterations and at the end).
+      resume: a checkpoint directory to continue exactly (same body, task and configs, else an error).
+      init: a checkpoint directory whose model (params, optimiser, normaliser) starts this run.
+      stop_when_solved: stop at the first iteration whose `solved` figure is 1.
+      stop_on_overflow: raise `PhysicsOverflowError` (after checkpointing) when any world overflows; an
+        `OVERFLOW` line is printed every iteration with an overflow either way.
+      start_time_s: `time.perf_counter()` at process start, so set-up time counts imports and model build.
+
+    Returns:
+      the final policy and the list of per-iteration figures.
+    """
+    result, history = train_run(
+        env,
+        config,
+        key,
+        iterations=iterations,
+        minutes=minutes,
+        env_params=env_params,
+        progress_fn=progress_fn,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        init=init,
+        stop_when_solved=stop_when_solved,
+        stop_on_overflow=stop_on_overflow,
+        start_time_s=start_time_s,
+    )
+    ts = result.train_state
+    return Policy(params=ts.params, normalizer=ts.normalizer), history
+
+
+def train_run(
+    env: Env,
+    config: PPOConfig,
+    key: jax.Array,
+    *,
+    iterations: int = 100,
+    minutes: float | None = None,
+    env_params: Any = None,
+    progress_fn: ProgressFn | None = None,
+    checkpoint_dir: str | None = None,
+    checkpoint_every: int = 50,
+    resume: str | None = None,
+    init: str | None = None,
+    stop_when_solved: bool = False,
+    stop_on_overflow: bool = False,
+    start_time_s: float | None = None,
+) -> tuple[TrainResult, list[dict[str, float]]]:
+    """Like `train`, but returns the full `TrainResult` (train and rollout state) for further use."""
+    start = time.perf_counter() if start_time_s is None else start_time_s
+    env_params = env.default_params() if env_params is None else env_params
+    key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
+    train_state, rollout_state = _own_buffers(_initial_state(env, config, env_params, key, resume, init))
+    iteration_fn = make_train_iteration(env, config)
+    meta = run_meta(env, config)
+    history: list[dict[str, float]] = []
+    solved_at = None
+    done_iterations = int(train_state.iteration)
+    while done_iterations < iterations:
+        tick = time.perf_counter()
+        train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state, env_params)
+        figures = _to_host(metrics)
+        now = time.perf_counter()
+        done_iterations = int(train_state.iteration)
+        figures.update(
+            iteration=float(done_iterations),
+            s_per_iteration=now - tick,
+            steps_per_s=config.batch_size / (now - tick),
+            env_steps=float(done_iterations * config.batch_size),
+            time_s=now - start,
+        )
+        if not history:
+            figures["setup_s"] = now - start
+        history.append(figures)
+        if progress_fn:
+            progress_fn(figures)
+        overflow = overflow_report(figures)
+        if overflow:
+            print(overflow, flush=True)
+        if checkpoint_dir and (done_iterations % checkpoint_every == 0 or (overflow and stop_on_overflow)):
+            checkpoint.save(
+                checkpoint_dir, done_iterations, {"train": train_state, "rollout": rollout_state}, meta
+            )
+        if overflow and stop_on_overflow:
+            raise PhysicsOverflowError(overflow)
+        if figures["solved"] > 0.5 and solved_at is None:
+            solved_at = figures["time_s"]
+            if stop_when_solved:
+                break
+        if minutes is not None and now - start > 60.0 * minutes:
+            break
+    if checkpoint_dir and history and done_iterations % checkpoint_every:
+        checkpoint.save(
+            checkpoint_dir, done_iterations, {"train": train_state, "rollout": rollout_state}, meta
+        )
+    return TrainResult(train_state, rollout_state, solved_at), history

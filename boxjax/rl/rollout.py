@@ -1,0 +1,133 @@
+"""Collecting one iteration's experience: a `lax.scan` over the unroll of the batched environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from boxjax.envs.base import Env, EpisodeSummary, State
+from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
+from boxjax.rl.networks import ActorCritic, Normalizer, gaussian_log_prob
+
+
+@struct.dataclass
+class RolloutState:
+    """Environment state carried from one iteration to the next."""
+
+    env: State
+    """Batched environment state (N, ...)."""
+    episode_return: jax.Array
+    """(N,) undiscounted return of each world's running episode."""
+    episode_length: jax.Array
+    """(N,) control steps of each world's running episode."""
+
+
+@struct.dataclass
+class Transition:
+    """Experience of one iteration; every field has leading shape (T, N)."""
+
+    obs: jax.Array
+    """(T, N, O) raw observation the action was chosen on."""
+    action: jax.Array
+    """(T, N, A) unclipped Gaussian sample."""
+    log_prob: jax.Array
+    """(T, N) behaviour log probability of `action`."""
+    reward: jax.Array
+    """(T, N) reward."""
+    next_obs: jax.Array
+    """(T, N, O) raw observation reached, before any auto-reset (for bootstrapping)."""
+    termination: jax.Array
+    """(T, N) 1.0 where the episode terminated (no bootstrap)."""
+    done: jax.Array
+    """(T, N) 1.0 where the episode ended for any reason."""
+
+
+def init_rollout(env: Env, env_params: Any, key: jax.Array, num_envs: int) -> RolloutState:
+    """Fresh worlds for the first iteration."""
+    state = batch_reset(env, env_params, jax.random.split(key, num_envs))
+    return RolloutState(
+        env=state,
+        episode_return=jnp.zeros((num_envs,), jnp.float32),
+        episode_length=jnp.zeros((num_envs,), jnp.float32),
+    )
+
+
+def sample_action(
+    net: ActorCritic, net_params: Any, normalizer: Normalizer, obs: jax.Array, key: jax.Array, normalize: bool
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """obs (N, O) -> (raw action (N, A), its log prob (N,), env action clipped to [-1, 1])."""
+    mean, log_std = net.apply(net_params, normalizer(obs, normalize), method=ActorCritic.policy_only)
+    raw = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, jnp.float32)
+    return raw, gaussian_log_prob(mean, log_std, raw), jnp.clip(raw, -1.0, 1.0)
+
+
+PEAK_PREFIX = "overflow/"
+"""Metrics under this prefix count worlds (summed over worlds) and keep their peak over the unroll."""
+
+
+def _reduce_worlds(metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    return {k: jnp.sum(v) if k.startswith(PEAK_PREFIX) else jnp.mean(v) for k, v in metrics.items()}
+
+
+def _accumulate(total: dict[str, jax.Array], now: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    return {
+        k: jnp.maximum(total[k], v) if k.startswith(PEAK_PREFIX) else total[k] + v for k, v in now.items()
+    }
+
+
+def rollout(
+    env: Env,
+    env_params: Any,
+    net: ActorCritic,
+    net_params: Any,
+    normalizer: Normalizer,
+    normalize: bool,
+    state: RolloutState,
+    key: jax.Array,
+    unroll_length: int,
+) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
+    """Step all worlds `unroll_length` times with the current policy.
+
+    Reset states are drawn once per iteration (not per step) and swapped in by mask where a world's
+    episode ended.
+
+    Returns:
+      the carried state, the (T, N) transitions, totals of the episodes that ended, and the env's
+      per-step metrics averaged over worlds and steps (`overflow/*`: peak number of worlds).
+    """
+    num_envs = state.episode_return.shape[0]
+    reset_key, step_key = jax.random.split(key)
+    first = batch_reset(env, env_params, jax.random.split(reset_key, num_envs))
+    zero_metrics = jax.tree.map(jnp.zeros_like, _reduce_worlds(state.env.metrics))
+
+    def body(carry, step_key):
+        rs, summary, metric_sum = carry
+        raw, log_prob, action = sample_action(net, net_params, normalizer, rs.env.obs, step_key, normalize)
+        nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
+        ep_return = rs.episode_return + stepped.reward
+        ep_length = rs.episode_length + 1.0
+        ended = summarize_episodes(stepped.done, stepped.truncation, ep_return, ep_length)
+        summary = jax.tree.map(jnp.add, summary, ended)
+        metric_sum = _accumulate(metric_sum, _reduce_worlds(stepped.metrics))
+        keep = 1.0 - stepped.done
+        rs = RolloutState(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
+        transition = Transition(
+            obs=carry[0].env.obs,
+            action=raw,
+            log_prob=log_prob,
+            reward=stepped.reward,
+            next_obs=stepped.obs,
+            termination=stepped.done * (1.0 - stepped.truncation),
+            done=stepped.done,
+        )
+        return (rs, summary, metric_sum), transition
+
+    keys = jax.random.split(step_key, unroll_length)
+    (state, summary, metric_sum), traj = jax.lax.scan(
+        body, (state, EpisodeSummary.zeros(), zero_metrics), keys
+    )
+    metric_mean = {k: v if k.startswith(PEAK_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
+    return state, traj, summary, metric_mean

@@ -1,0 +1,88 @@
+"""Shared command-line plumbing for the experiment scripts: arguments, progress line, JSONL log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+PROCESS_START_S = time.perf_counter()
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """Arguments every training script takes."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu", help="where JAX and the physics run")
+    p.add_argument("--body", default="simple", help="muscular | muscular-fast | simple")
+    p.add_argument("--envs", type=int, default=None, help="worlds stepped in parallel")
+    p.add_argument("--unroll", type=int, default=None, help="control steps per world per iteration")
+    p.add_argument("--minibatch", type=int, default=None, help="transitions per gradient step")
+    p.add_argument("--epochs", type=int, default=None, help="passes over each iteration's batch")
+    p.add_argument("--iterations", type=int, default=1000, help="stop after this many iterations")
+    p.add_argument("--minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--resume", default=None, help="checkpoint directory to continue exactly")
+    p.add_argument("--init", default=None, help="checkpoint directory whose model starts this run")
+    p.add_argument("--name", default=None, help="run name (folder under runs/)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--stop-on-overflow", action="store_true", help="stop the run when any world overflows")
+    p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
+    return p
+
+
+def ppo_overrides(args: argparse.Namespace) -> dict[str, int]:
+    """PPOConfig fields given on the command line."""
+    names = {
+        "envs": "num_envs",
+        "unroll": "unroll_length",
+        "minibatch": "minibatch_size",
+        "epochs": "num_epochs",
+    }
+    return {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
+
+
+def run_dir(name: str) -> str:
+    """runs/<name>/, created."""
+    path = os.path.join("runs", name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+class Progress:
+    """Prints one progress line per iteration and appends every iteration's figures to a JSONL file."""
+
+    def __init__(self, total: int, jsonl_path: str, extra: tuple[tuple[str, str, str], ...] = ()):
+        self.total = total
+        self.jsonl = open(jsonl_path, "a")  # noqa: SIM115 - closed in close()
+        self.extra = extra
+        self.tty = sys.stdout.isatty()
+
+    def __call__(self, figures: dict[str, Any]) -> None:
+        """Show and log one iteration."""
+        self.jsonl.write(json.dumps(figures) + "\n")
+        self.jsonl.flush()
+        it = int(figures["iteration"])
+        done = min(1.0, it / max(self.total, 1))
+        bar = "#" * int(20 * done) + "." * (20 - int(20 * done))
+        eta = (self.total - it) * figures["s_per_iteration"]
+        parts = [
+            f"[{it:5d}/{self.total}] {bar}",
+            f"{figures['s_per_iteration']:.3f} s/it",
+            f"{figures['steps_per_s']:,.0f} steps/s",
+            f"ret {figures['episode/return']:.1f}",
+            f"fall {100 * figures['episode/fall_rate']:.1f}%",
+            f"ep {figures['episode/length']:.0f}",
+        ]
+        parts += [fmt.format(figures[key]) if key in figures else "" for key, fmt, _ in self.extra]
+        parts.append(f"ETA {eta:.0f}s")
+        line = "  ".join(p for p in parts if p)
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
+
+    def close(self) -> None:
+        """Finish the line and close the log."""
+        if self.tty:
+            print()
+        self.jsonl.close()
