@@ -75,7 +75,7 @@ def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
 
 
 def check_resume(saved: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Resuming needs the same task, body and configs; else `CheckpointMismatchError` names the differences."""
+    """Resuming needs the same task, body and configs, else `CheckpointMismatchError` names what differs."""
     keys = tuple(sorted((set(saved) | set(expected)) - {"boxjax_version"}))
     problems = _diff(saved, expected, keys)
     if problems:
