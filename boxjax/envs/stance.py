@@ -163,10 +163,10 @@ class StanceEnv:
         self.action_size = int(idx.action_size)
         self.observation_size = 4 * self.nu + 15 + self.action_size
         self.body_weight_n = float(self.mj_model.body_subtreemass[0] * -self.mj_model.opt.gravity[2])
-        self.root_q = int(idx.root_qpos_adr)
-        self.root_v = int(idx.root_dof_adr)
-        self.stand_height = float(idx.stand_qpos_root[2])
-        self.stance_height = float(idx.stance_qpos_root[2])
+        self.root_q = int(idx.qpos_adr)
+        self.root_v = int(idx.dof_adr)
+        self.stand_height = float(idx.stand_qpos[2])
+        self.stance_height = float(idx.stance_qpos[2])
         self.rhythm_steps = max(2, int(round(config.rhythm_period_s / config.control_dt_s)))
         self.shove_steps = tuple(int(round(s / config.control_dt_s)) for s in config.shove_interval_s)
 
@@ -193,9 +193,7 @@ class StanceEnv:
         joints = jnp.asarray(idx.stand_ctrl) + amp * jnp.asarray(idx.stance_ctrl - idx.stand_ctrl)
         noise = self.config.init_noise_rad
         joints = joints + jax.random.uniform(k_noise, joints.shape, jnp.float32, -noise, noise)
-        root = jnp.asarray(idx.stand_qpos_root) + amp * jnp.asarray(
-            idx.stance_qpos_root - idx.stand_qpos_root
-        )
+        root = jnp.asarray(idx.stand_qpos[:7]) + amp * jnp.asarray(idx.stance_qpos[:7] - idx.stand_qpos[:7])
         root = root.at[3:7].set(root[3:7] / jnp.linalg.norm(root[3:7]))
         qpos = params.template.qpos.at[self.root_q : self.root_q + 7].set(root)
         qpos = qpos.at[idx.act_qpos_adr].set(joints)
@@ -238,7 +236,7 @@ class StanceEnv:
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
-        touch = data.sensordata[jnp.asarray(idx.touch_adr)]
+        touch = data.sensordata[jnp.asarray(idx.touch_sensor_adr)]
         terms, fell = self._score(data, ref_pose, ref_height, touch, action, info.prev_action)
         fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
         step = info.step + 1

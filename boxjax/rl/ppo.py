@@ -102,8 +102,10 @@ def _to_host(metrics: dict[str, jax.Array]) -> dict[str, float]:
 
 
 def _own_buffers(tree: Any) -> Any:
-    """Copy every leaf so no two leaves share a device buffer (the iteration donates them all)."""
-    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
+    """Copy every leaf to the default device, committed, so no two leaves share a buffer (the iteration
+    donates them all) and the first call sees the same argument placement as the later ones (no retrace)."""
+    device = jax.devices()[0]
+    return jax.tree.map(lambda x: jax.device_put(jnp.array(x, copy=True), device), tree)
 
 
 def _initial_state(

@@ -1,0 +1,139 @@
+"""The arena: floor, our fighter (`red/`), optionally the opponent (`blue/`) and a punching bag.
+
+One boxer spec is attached once per fighter with a name prefix; the blue copy gets its team bits
+swapped so that the fighters collide with each other and never with themselves. The `stand` and
+`stance` keyframes place every fighter at once, the opponent facing ours.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from boxjax.mjcf import boxer, collision, indexing, poses
+
+RED = "red/"
+BLUE = "blue/"
+OPPONENT_DISTANCE = 1.1
+"""Distance (m) between the fighters' centres of mass in the keyframes; blue faces -x."""
+BAG_ANCHOR = {False: (0.75, 0.0, 2.3), True: (0.6, 1.1, 2.3)}
+"""Where the bag hangs from, by whether an opponent is present (then the bag hangs to the side)."""
+TARGET_POS = (0.8, 0.0, 1.5)
+"""Initial position of the mocap target marker (m)."""
+
+
+def _floor(spec: mujoco.MjSpec) -> None:
+    spec.worldbody.add_light(pos=[0, 0, 4], dir=[0, 0, -1])
+    spec.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[8, 8, 0.1],
+        contype=collision.FLOOR_GEOM[0],
+        conaffinity=collision.FLOOR_GEOM[1],
+        rgba=[0.45, 0.5, 0.55, 1],
+    )
+
+
+def _bag(spec: mujoco.MjSpec, anchor) -> None:
+    bag = spec.worldbody.add_body(name="bag", pos=list(anchor))
+    bag.add_joint(name="bag", type=mujoco.mjtJoint.mjJNT_BALL, damping=2.0, armature=0.1)
+    bag.add_geom(
+        name="bag_chain",
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+        fromto=[0, 0, 0, 0, 0, -0.5],
+        size=[0.01, 0, 0],
+        mass=0.5,
+        contype=0,
+        conaffinity=0,
+    )
+    bag.add_geom(
+        name="bag",
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+        fromto=[0, 0, -0.65, 0, 0, -1.35],
+        size=[0.17, 0, 0],
+        mass=30.0,
+        contype=collision.BAG_GEOM[0],
+        conaffinity=collision.BAG_GEOM[1],
+        rgba=[0.5, 0.3, 0.15, 1],
+    )
+
+
+def _target(spec: mujoco.MjSpec) -> None:
+    target = spec.worldbody.add_body(name="target", pos=list(TARGET_POS), mocap=True)
+    target.add_site(name="target", size=[0.03, 0, 0], rgba=[1, 0.9, 0, 0.7])
+
+
+def _arena_spec(body: str, opponent: bool, bag: bool) -> mujoco.MjSpec:
+    spec = mujoco.MjSpec()
+    spec.modelname = f"arena-{body}"
+    spec.compiler.degree = False
+    spec.copy_during_attach = True
+    boxer.set_options(spec)
+    _floor(spec)
+    fighter = boxer.boxer_spec(body)
+    spec.attach(fighter, prefix=RED, frame=spec.worldbody.add_frame())
+    if opponent:
+        collision.swap_team(fighter)
+        frame = spec.worldbody.add_frame(pos=[OPPONENT_DISTANCE, 0, 0], quat=[0, 0, 0, 1])
+        spec.attach(fighter, prefix=BLUE, frame=frame)
+    if bag:
+        _bag(spec, BAG_ANCHOR[opponent])
+    _target(spec)
+    return spec
+
+
+def _yaw_pi(qpos: np.ndarray) -> np.ndarray:
+    """Turns a fighter's qpos half a turn about z and moves it `OPPONENT_DISTANCE` along +x."""
+    out = qpos.copy()
+    out[0:2] = [OPPONENT_DISTANCE - qpos[0], -qpos[1]]
+    w, x, y, z = qpos[3:7]
+    out[3:7] = [-z, -y, x, w]  # (0, 0, 0, 1) * q
+    return out
+
+
+def _place(model, single, prefix: str, key: poses.Keyframe, qpos, ctrl) -> None:
+    """Writes one fighter's keyframe into the arena qpos/ctrl, matching joints and actuators by name."""
+    for j in range(single.njnt):
+        src, n = single.jnt_qposadr[j], 7 if j == 0 else 1
+        dst = model.jnt_qposadr[model.joint(prefix + single.joint(j).name).id]
+        qpos[dst : dst + n] = key.qpos[src : src + n]
+    for a in range(single.nu):
+        ctrl[model.actuator(prefix + single.actuator(a).name).id] = key.ctrl[a]
+
+
+def _add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool) -> None:
+    single = boxer.boxer_spec(body).compile()
+    for name in poses.POSE_NAMES:
+        key = poses.keyframe(body, name)
+        qpos, ctrl = model.qpos0.copy(), np.zeros(model.nu)
+        _place(model, single, RED, key, qpos, ctrl)
+        if opponent:
+            mirrored = poses.Keyframe(qpos=_yaw_pi(key.qpos), ctrl=key.ctrl)
+            _place(model, single, BLUE, mirrored, qpos, ctrl)
+        spec.add_key(
+            name=name,
+            qpos=qpos.tolist(),
+            ctrl=ctrl.tolist(),
+            mpos=np.asarray(TARGET_POS, float).tolist(),
+            mquat=[1.0, 0.0, 0.0, 0.0],
+        )
+
+
+def build(
+    body: str, *, opponent: bool = False, bag: bool = False
+) -> tuple[mujoco.MjModel, indexing.ArenaIndex]:
+    """Compiles the arena with one or two fighters and resolves its index.
+
+    Args:
+      body: one of `BODIES` ("muscular", "muscular-fast", "simple").
+      opponent: add the blue fighter `OPPONENT_DISTANCE` in front of ours, facing it.
+      bag: add a punching bag hanging from a ball joint.
+
+    Returns:
+      (model, index): the compiled model with keyframes "stand" and "stance", and its `ArenaIndex`.
+    """
+    boxer.variant(body)
+    spec = _arena_spec(body, opponent, bag)
+    _add_keyframes(spec, spec.compile(), body, opponent)
+    model = spec.compile()
+    return model, indexing.arena_index(model, body, opponent=opponent, bag=bag)

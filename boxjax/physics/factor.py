@@ -1,0 +1,503 @@
+"""One-launch sparse LDLᵀ factor-and-solve of the mass matrix for MuJoCo Warp (as used by MJX).
+
+MuJoCo Warp factors a kinematic tree larger than `M_BLOCK_DENSE_MAX` (64 DoF) level by level: one kernel
+launch per tree level, then a fused solve, twice per `mjx.step` (`fwd_acceleration` and the Euler damping
+pass). Here the whole factorisation *and* the solve run in one launch: one block of 64 threads per world
+walks the tree levels deepest first with a block barrier between phases.
+
+The factorisation is in "pull" form: the unscaled rows M̃ of the reverse LDLᵀ satisfy
+``M̃(i,j) = M(i,j) - Σ_{k ∈ desc(i)} M̃(k,i) M̃(k,j) / M̃(k,k)`` for every column j of row i (row k's first
+entries are exactly row i's columns). Per level the work is split into tasks (target entry, ≤ 8 descendants);
+a target with one chunk is written directly, longer ones leave partial sums that a second phase reduces.
+The right-hand side rides along as one more column, so the forward substitution is free; off-diagonals are
+scaled by 1/D at the end and a level-by-level backward sweep finishes the solve. No atomics: the result is
+deterministic. The tables are built once on the host (`level_schedule`); `factor_numpy` runs the same
+schedule in numpy as the reference. `qLD` (CSR, D on the diagonal), `qLDiagInv` and the solution have
+exactly MuJoCo Warp's layout, so the rest of MuJoCo Warp reads them unchanged.
+
+`install()` swaps it into the MuJoCo Warp copy that MJX runs; see its docstring for the ordering rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import warnings
+
+import mujoco
+import numpy as np
+import warp as wp
+
+CHUNK = 8
+"""Most descendants one thread sums over in one task."""
+LANES = 64
+"""Threads per world (one block)."""
+
+_SMOOTH = "mujoco.mjx.third_party.mujoco_warp._src.smooth"
+_TYPES = "mujoco.mjx.third_party.mujoco_warp._src.types"
+_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+    """Host-side task tables of the level schedule (int32 numpy arrays; levels in processing order).
+
+    Task columns: target (CSR address of M̃(i,j), or -1-i for the right-hand side of row i), row whose
+    diagonal this is (else -1), position of column i in a descendant row, position of column j (-1 for the
+    right-hand side), first descendant in `desc`, descendant count (≤ CHUNK), partial-sum slot (-1: write).
+    """
+
+    nv: int
+    nc: int
+    depth: np.ndarray  # (nlev,) tree depth (ancestor count) of each level's target rows
+    diag: np.ndarray  # (nv,) CSR address of each diagonal
+    ent_row: np.ndarray  # (nc,) row of an off-diagonal entry, -1 on diagonals
+    desc: np.ndarray  # (ndesc, 2) descendant dof k and its M_rowadr
+    task: np.ndarray  # (ntask, 7) see above
+    lev_task: np.ndarray  # (nlev + 1,)
+    red: np.ndarray  # (nred, 4) target, diagonal row or -1, first slot, slot count
+    lev_red: np.ndarray  # (nlev + 1,)
+    bwd: np.ndarray  # (nbwd, 3) ancestor i, descendant k, CSR address of L(k,i); shallow levels first
+    lev_bwd: np.ndarray  # (nlev + 1,)
+    nslot: int
+    fingerprint: tuple
+
+    @property
+    def nlev(self) -> int:
+        """Number of tree levels with factorisation work."""
+        return len(self.depth)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The tables in kernel argument order (empty tables padded to one row)."""
+        pad = [
+            a if len(a) else np.zeros((1, *a.shape[1:]), np.int32) for a in (self.desc, self.task, self.red)
+        ]
+        bwd = self.bwd if len(self.bwd) else np.zeros((1, 3), np.int32)
+        return (
+            self.diag,
+            self.ent_row,
+            pad[0],
+            pad[1],
+            self.lev_task,
+            pad[2],
+            self.lev_red,
+            bwd,
+            self.lev_bwd,
+        )
+
+
+def _ancestors(mj_model: mujoco.MjModel) -> list[list[int]]:
+    """Each dof's ancestors in M (ascending), checked against MuJoCo's CSR column indices."""
+    rowadr, rownnz, parent = mj_model.M_rowadr, mj_model.M_rownnz, mj_model.dof_parentid
+    chains = []
+    for k in range(mj_model.nv):
+        chain = []
+        if rownnz[k] > 1:
+            i = parent[k]
+            while i >= 0:
+                chain.append(int(i))
+                i = parent[i]
+        chain.reverse()
+        cols = mj_model.M_colind[rowadr[k] : rowadr[k] + rownnz[k]]
+        if list(cols) != [*chain, k]:
+            raise ValueError(f"dof {k}: M row columns {list(cols)} are not its ancestor chain {chain}")
+        chains.append(chain)
+    return chains
+
+
+def level_schedule(mj_model: mujoco.MjModel) -> Schedule:
+    """The task tables for `mj_model`'s mass matrix (all of M on the sparse-LDL path)."""
+    nv, nc = mj_model.nv, mj_model.nC
+    rowadr, rownnz = mj_model.M_rowadr.astype(np.int64), mj_model.M_rownnz.astype(np.int64)
+    chains = _ancestors(mj_model)
+    desc = [[] for _ in range(nv)]
+    for k, chain in enumerate(chains):
+        for i in chain:
+            desc[i].append(k)
+    depth = rownnz - 1
+    levels = sorted({int(depth[i]) for i in range(nv) if desc[i]}, reverse=True)
+    desc_rows, tasks, lev_task, reds, lev_red, nslot = [], [], [0], [], [0], 1
+    for lev in levels:
+        slot = 0
+        for i in (i for i in range(nv) if desc[i] and depth[i] == lev):
+            c0 = len(desc_rows)
+            desc_rows += [(k, rowadr[k]) for k in desc[i]]
+            chunks = [(c0 + s, min(CHUNK, len(desc[i]) - s)) for s in range(0, len(desc[i]), CHUNK)]
+            for p in [*range(rownnz[i]), -1]:
+                tgt = rowadr[i] + p if p >= 0 else -1 - i
+                drow = i if p == rownnz[i] - 1 else -1
+                if len(chunks) > 1:
+                    reds.append((tgt, drow, slot, len(chunks)))
+                for n, (start, count) in enumerate(chunks):
+                    tasks.append((tgt, drow, lev, p, start, count, slot + n if len(chunks) > 1 else -1))
+                slot += len(chunks) if len(chunks) > 1 else 0
+        nslot = max(nslot, slot)
+        lev_task.append(len(tasks))
+        lev_red.append(len(reds))
+    bwd, lev_bwd = [], [0]
+    for lev in reversed(levels):
+        bwd += [(i, k, rowadr[k] + lev) for i in range(nv) if depth[i] == lev for k in desc[i]]
+        lev_bwd.append(len(bwd))
+    diag = rowadr + rownnz - 1
+    ent_row = np.full(nc, -1)
+    for r in range(nv):
+        ent_row[rowadr[r] : diag[r]] = r
+    pairs = np.bincount([int(depth[i]) for k in range(nv) for i in chains[k]], minlength=1)
+    fingerprint = (nv, nc, tuple(int(n) for n in pairs if n))
+
+    def table(rows, width):
+        return np.asarray(rows, np.int32).reshape(-1, width)
+
+    return Schedule(
+        nv=nv,
+        nc=nc,
+        depth=np.asarray(levels, np.int32),
+        diag=diag.astype(np.int32),
+        ent_row=ent_row.astype(np.int32),
+        desc=table(desc_rows, 2),
+        task=table(tasks, 7),
+        lev_task=np.asarray(lev_task, np.int32),
+        red=table(reds, 4),
+        lev_red=np.asarray(lev_red, np.int32),
+        bwd=table(bwd, 3),
+        lev_bwd=np.asarray(lev_bwd, np.int32),
+        nslot=nslot,
+        fingerprint=fingerprint,
+    )
+
+
+def factor_numpy(
+    mj_model: mujoco.MjModel, M: np.ndarray, y: np.ndarray | None = None, schedule: Schedule | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Runs the level schedule in numpy, phase by phase, exactly as the kernel does.
+
+    Args:
+      mj_model: the model (for the schedule).
+      M: (nC,) the mass matrix in MuJoCo's CSR layout (`MjData.M`); its dtype is the working precision.
+      y: (nv,) optional right-hand side.
+      schedule: `level_schedule(mj_model)`, if already built.
+
+    Returns:
+      qLD (nC,) with D on the diagonal, qLDiagInv (nv,), and x = M⁻¹y (nv,) or None.
+    """
+    s = schedule or level_schedule(mj_model)
+    L = np.array(M)
+    x = np.zeros(s.nv, L.dtype) if y is None else np.array(y, L.dtype)
+    dinv = 1 / L[s.diag]
+    for lev in range(s.nlev):
+        t = s.task[s.lev_task[lev] : s.lev_task[lev + 1]]
+        q = np.arange(CHUNK)
+        mask = q < t[:, 5:6]
+        ks = s.desc[np.where(mask, t[:, 4:5] + q, 0)]  # (ntask, CHUNK, 2)
+        k, ak = ks[..., 0], ks[..., 1]
+        a = L[ak + t[:, 2:3]]
+        b = np.where(t[:, 3:4] >= 0, L[ak + np.maximum(t[:, 3:4], 0)], x[k])
+        partial = np.where(mask, a * b * dinv[k], 0).sum(axis=1)
+        direct = t[:, 6] < 0
+        scratch = np.zeros(s.nslot, L.dtype)
+        scratch[t[~direct, 6]] = partial[~direct]
+        _finish(L, x, dinv, t[direct, 0], t[direct, 1], partial[direct])
+        r = s.red[s.lev_red[lev] : s.lev_red[lev + 1]]
+        sums = np.array([scratch[r0 : r0 + n].sum() for r0, n in r[:, 2:4]], L.dtype)
+        _finish(L, x, dinv, r[:, 0], r[:, 1], sums)
+    off = s.ent_row >= 0
+    L[off] *= dinv[s.ent_row[off]]
+    x *= dinv
+    for lev in range(s.nlev):
+        b = s.bwd[s.lev_bwd[lev] : s.lev_bwd[lev + 1]]
+        x[b[:, 1]] -= L[b[:, 2]] * x[b[:, 0]]
+    return L, dinv, (None if y is None else x)
+
+
+def _finish(L, x, dinv, tgt, drow, sums) -> None:
+    """Numpy twin of the kernel's `_finish`: subtract the sums from their targets (entries or rhs)."""
+    entry = tgt >= 0
+    L[tgt[entry]] -= sums[entry]
+    x[-1 - tgt[~entry]] -= sums[~entry]
+    d = drow >= 0
+    dinv[drow[d]] = 1 / L[tgt[d]]
+
+
+@wp.func_native(snippet="WP_TILE_SYNC();")
+def _sync(): ...
+
+
+@wp.func
+def _finish_one(
+    w: int, tgt: int, drow: int, s: float, L: wp.array2d[float], Dinv: wp.array2d[float], x: wp.array2d[float]
+):
+    """Subtracts a finished sum from its target: an entry of row i (and sets 1/D on the diagonal) or x[i]."""
+    if tgt >= 0:
+        v = L[w, tgt] - s
+        L[w, tgt] = v
+        if drow >= 0:
+            Dinv[w, drow] = 1.0 / v
+    else:
+        x[w, -1 - tgt] = x[w, -1 - tgt] - s
+
+
+@functools.cache
+def _kernel(nlev: int):
+    """The fused factor+solve kernel for `nlev` levels; launch with dim=(nworld, LANES), block_dim=LANES."""
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def fused_factor_solve(
+        # Tables (Schedule.arrays order):
+        diag: wp.array[int],
+        ent_row: wp.array[int],
+        desc: wp.array2d[int],
+        task: wp.array2d[int],
+        lev_task: wp.array[int],
+        red: wp.array2d[int],
+        lev_red: wp.array[int],
+        bwd: wp.array2d[int],
+        lev_bwd: wp.array[int],
+        # In:
+        M: wp.array2d[float],
+        y: wp.array2d[float],
+        # Out:
+        L: wp.array2d[float],
+        Dinv: wp.array2d[float],
+        x: wp.array2d[float],
+        scratch: wp.array2d[float],
+    ):
+        w, t = wp.tid()
+        bd = wp.block_dim()
+        # Lanes past the block (a CPU launch that resolved block_dim to 1) only meet the barriers.
+        lane = wp.where(t < bd, t, 1 << 29)
+        nc = M.shape[1]
+        nv = y.shape[1]
+        for e in range(lane, nc, bd):
+            L[w, e] = M[w, e]
+        for v in range(lane, nv, bd):
+            x[w, v] = y[w, v]
+            Dinv[w, v] = 1.0 / M[w, diag[v]]
+        _sync()
+        for lev in range(wp.static(nlev)):
+            for u in range(lev_task[lev] + lane, lev_task[lev + 1], bd):
+                acol = task[u, 2]
+                p = task[u, 3]
+                c0 = task[u, 4]
+                s = float(0.0)  # noqa: UP018 (Warp: a literal would be a constant)
+                for q in range(task[u, 5]):
+                    k = desc[c0 + q, 0]
+                    ak = desc[c0 + q, 1]
+                    b = float(0.0)  # noqa: UP018
+                    if p >= 0:
+                        b = L[w, ak + p]
+                    else:
+                        b = x[w, k]
+                    s += L[w, ak + acol] * b * Dinv[w, k]
+                slot = task[u, 6]
+                if slot >= 0:
+                    scratch[w, slot] = s
+                else:
+                    _finish_one(w, task[u, 0], task[u, 1], s, L, Dinv, x)
+            _sync()
+            for r in range(lev_red[lev] + lane, lev_red[lev + 1], bd):
+                s = float(0.0)  # noqa: UP018 (Warp: a literal would be a constant)
+                for q in range(red[r, 3]):
+                    s += scratch[w, red[r, 2] + q]
+                _finish_one(w, red[r, 0], red[r, 1], s, L, Dinv, x)
+            _sync()
+        for e in range(lane, nc, bd):
+            row = ent_row[e]
+            if row >= 0:
+                L[w, e] = L[w, e] * Dinv[w, row]
+        for v in range(lane, nv, bd):
+            x[w, v] = x[w, v] * Dinv[w, v]
+        _sync()
+        for lev in range(wp.static(nlev)):
+            for u in range(lev_bwd[lev] + lane, lev_bwd[lev + 1], bd):
+                k = bwd[u, 1]
+                x[w, k] = x[w, k] - L[w, bwd[u, 2]] * x[w, bwd[u, 0]]
+            _sync()
+
+    return fused_factor_solve
+
+
+def lanes_for(device) -> int:
+    """Threads per world on `device`: LANES on CUDA or with Warp CPU blocks enabled, else 1."""
+    device = wp.get_device(device)
+    return LANES if device.is_cuda or wp.config.enable_cpu_blocks else 1
+
+
+_TABLES: dict[tuple, tuple[Schedule, tuple[wp.array, ...]]] = {}
+_SCHEDULES: dict[tuple, Schedule] = {}
+
+
+def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
+    """The schedule's tables as Warp arrays on `device` (uploaded once; not during a graph capture)."""
+    device = wp.get_device(device)
+    key = (id(schedule), device.alias)
+    if key not in _TABLES:  # the schedule is kept alongside so its id stays unique
+        _TABLES[key] = (schedule, tuple(wp.array(a, dtype=int, device=device) for a in schedule.arrays()))
+    return _TABLES[key][1]
+
+
+def launch(
+    schedule: Schedule,
+    tables,
+    M: wp.array2d,
+    y: wp.array2d,
+    L: wp.array2d,
+    Dinv: wp.array2d,
+    x: wp.array2d,
+    scratch: wp.array2d | None = None,
+) -> None:
+    """Factors M into L/Dinv and solves x = M⁻¹y, all worlds in one launch.
+
+    Args:
+      schedule: `level_schedule` of the model.
+      tables: `device_tables(schedule, M.device)`.
+      M: (nworld, nC) mass matrices; y: (nworld, nv) right-hand sides.
+      L: (nworld, nC) out, qLD; Dinv: (nworld, nv) out, qLDiagInv; x: (nworld, nv) out, the solution.
+      scratch: (nworld, schedule.nslot) partial sums, allocated here when None.
+    """
+    nworld = M.shape[0]
+    if scratch is None:
+        scratch = wp.empty((nworld, schedule.nslot), dtype=float, device=M.device)
+    lanes = lanes_for(M.device)
+    wp.launch(
+        _kernel(schedule.nlev),
+        dim=(nworld, lanes),
+        inputs=[*tables, M, y],
+        outputs=[L, Dinv, x, scratch],
+        block_dim=lanes,
+        device=M.device,
+    )
+
+
+def needs_fused_factor(mj_model: mujoco.MjModel) -> bool:
+    """True when a kinematic tree is larger than MuJoCo Warp's dense-block limit (so M takes sparse LDLᵀ)."""
+    return bool(np.any(mj_model.tree_dofnum > _dense_max()))
+
+
+def register(mj_model: mujoco.MjModel) -> Schedule | None:
+    """Builds `mj_model`'s schedule and uploads its tables to every Warp device, for the installed patch.
+
+    The patch runs inside a CUDA-graph capture, where it can neither read the model back nor upload
+    tables, so it finds them by a structural fingerprint (nv, nC, MuJoCo Warp's per-level update counts).
+    `install()` calls this from `put_model` automatically. Returns None for models the patch leaves alone.
+    """
+    trees = mj_model.tree_dofnum[mj_model.tree_dofnum > 0]
+    if not len(trees) or np.any(trees <= _dense_max()):
+        return None
+    schedule = level_schedule(mj_model)
+    known = _SCHEDULES.get(schedule.fingerprint)
+    if known is not None and not _same_tables(known, schedule):
+        raise ValueError(
+            f"two models share the factor fingerprint {schedule.fingerprint}; cannot tell them apart"
+        )
+    schedule = known or schedule
+    _SCHEDULES[schedule.fingerprint] = schedule
+    for device in wp.get_devices():
+        device_tables(schedule, device)
+    return schedule
+
+
+def _dense_max() -> int:
+    """MuJoCo Warp's dense-block limit, read at call time (it is a module global one may change)."""
+    return importlib.import_module(_TYPES).M_BLOCK_DENSE_MAX
+
+
+def _same_tables(a: Schedule, b: Schedule) -> bool:
+    """Whether two schedules have identical tables."""
+    return all(np.array_equal(u, v) for u, v in zip(a.arrays(), b.arrays(), strict=True))
+
+
+def _capture_fingerprint(m, M) -> tuple:
+    """The fingerprint as seen from MuJoCo Warp's Model inside the step (shapes only, no device reads)."""
+    return (int(m.nv), int(M.shape[1]), tuple(int(u.shape[0]) for u in m.qLD_updates))
+
+
+_ORIGINAL: dict[str, object] = {}
+_WARNED: set[tuple] = set()
+
+
+def _factor_solve_i(m, d, M, L, D, x, y):
+    """Drop-in for MuJoCo Warp's `smooth.factor_solve_i`: our kernel on pure sparse-LDL layouts."""
+    if not m.M_tiles and m.qLD_block_total == 0 and L.shape[1] == M.shape[1]:
+        fingerprint = _capture_fingerprint(m, M)
+        schedule = _SCHEDULES.get(fingerprint)
+        key = None if schedule is None else (id(schedule), M.device.alias)
+        if key in _TABLES:
+            launch(schedule, _TABLES[key][1], M, y, L, D, x)
+            return
+        if fingerprint not in _WARNED:
+            _WARNED.add(fingerprint)
+            warnings.warn(
+                f"boxjax fused factor: no registered model with fingerprint {fingerprint} on {M.device}; "
+                "using MuJoCo Warp's own factorisation (call factor.install() before mjx.put_model)",
+                stacklevel=2,
+            )
+    _ORIGINAL["factor_solve_i"](m, d, M, L, D, x, y)
+
+
+def _put_model(mjm, *args, **kwargs):
+    """MuJoCo Warp's `put_model`, registering the model's factor schedule first."""
+    register(mjm)
+    return _ORIGINAL["put_model"](mjm, *args, **kwargs)
+
+
+def install(enabled: bool = True) -> None:
+    """Swaps our fused factor+solve into the MuJoCo Warp that MJX runs (`install(False)` restores it).
+
+    Patches `smooth.factor_solve_i` of `mujoco.mjx.third_party.mujoco_warp` (MuJoCo Warp's `forward.py`
+    calls it through the module attribute, in `fwd_acceleration`, `euler` and `implicit`) and wraps the
+    package's `put_model` so every `mjx.put_model(..., impl="warp")` registers its model.
+
+    Order matters: call it before `mjx.put_model` and before the first trace of `mjx.step`. The patched
+    Python runs when Warp captures the step's CUDA graph, so a graph captured before the switch keeps the
+    old code. This clears the graph caches of `GraphMode.WARP` callables so the next call recaptures;
+    staged graph modes cannot be cleared, so there switch in a fresh process.
+    """
+    smooth = importlib.import_module(_SMOOTH)
+    package = importlib.import_module(_PACKAGE)
+    if enabled and not _ORIGINAL:
+        _ORIGINAL["factor_solve_i"] = smooth.factor_solve_i
+        _ORIGINAL["put_model"] = package.put_model
+        smooth.factor_solve_i = _factor_solve_i
+        package.put_model = _put_model
+    elif not enabled and _ORIGINAL:
+        smooth.factor_solve_i = _ORIGINAL.pop("factor_solve_i")
+        package.put_model = _ORIGINAL.pop("put_model")
+    wp.clear_jax_callable_graph_cache()
+
+
+def installed() -> bool:
+    """Whether `install()` is in effect."""
+    return bool(_ORIGINAL)
+
+
+def stock_factor_solve_i():
+    """MuJoCo Warp's own `factor_solve_i`, whether or not the patch is installed (for tests and benches)."""
+    return _ORIGINAL.get("factor_solve_i") or importlib.import_module(_SMOOTH).factor_solve_i
+
+
+def factor_solve_jax(mj_model: mujoco.MjModel, lanes: int | None = None):
+    """A JAX function (M (nworld, nC), y (nworld, nv)) -> (qLD, qLDiagInv, x) running our kernel.
+
+    `lanes` defaults to LANES on a GPU (or with `wp.config.enable_cpu_blocks`), else 1.
+    """
+    import jax
+
+    schedule = level_schedule(mj_model)
+    if lanes is None:
+        lanes = lanes_for("cuda" if jax.default_backend() == "gpu" else "cpu")
+    call = wp.jax_kernel(_kernel(schedule.nlev), num_outputs=4, block_dim=lanes)
+    tables = tuple(jax.numpy.asarray(a) for a in schedule.arrays())
+
+    def factor_solve(M: jax.Array, y: jax.Array):
+        nworld = M.shape[0]
+        dims = {
+            "L": (nworld, schedule.nc),
+            "Dinv": (nworld, schedule.nv),
+            "x": (nworld, schedule.nv),
+            "scratch": (nworld, schedule.nslot),
+        }
+        L, dinv, x, _ = call(*tables, M, y, launch_dims=(nworld, lanes), output_dims=dims)
+        return L, dinv, x
+
+    return factor_solve

@@ -1,0 +1,318 @@
+"""Our one-launch sparse LDLᵀ factor+solve (`boxjax.physics.factor`) against MuJoCo and stock MuJoCo Warp.
+
+Tolerance: RTOL = 1e-5 normwise relative error, max|a - b| / max|b| per array and world, of a float32
+result against MuJoCo's float64 `mj_factorM`/`mj_solveM`: float32 round-off on an 89-DoF mass matrix
+(condition number 5e3-8e3). Where stock MuJoCo Warp's own float32 result misses it (the synthetic tree's
+light fingers: stock reaches ~1.2e-5 on x), ours may be off by up to twice stock's error. Two float32 results
+(ours vs stock) may differ by the sum of their errors. The float64 numpy schedule agrees with
+`mujoco.mj_factorM` to ~1e-14.
+
+GPU tests (`-m gpu`) run `mjx.step` in subprocesses, one per variant, so the stock and the patched step never
+share a process, a trace or a Warp graph cache; run this file as a script to get one episode.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import mujoco
+import numpy as np
+import pytest
+import warp as wp
+
+from boxjax.physics import _synthetic, factor
+
+RTOL = 1e-5
+"""Normwise relative error allowed for a float32 factor/solve against the float64 reference."""
+OUTPUTS = ("qLD", "qLDiagInv", "x")
+EPISODE_TOL = 1e-5
+"""Joint-angle difference (rad) allowed after a 1,000-step episode, fused vs stock."""
+BODIES = ("synthetic", "muscular")
+
+
+def _rel(a, b) -> float:
+    """Normwise relative error of `a` against reference `b`."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _model(body: str) -> mujoco.MjModel:
+    """The synthetic tree, or a boxjax body (skipped while `boxjax.mjcf` cannot build it)."""
+    if body == "synthetic":
+        return _synthetic.tree_model()
+    try:
+        from boxjax import mjcf
+
+        return mjcf.build(body)[0]
+    except (ImportError, AttributeError, NotImplementedError) as err:
+        pytest.skip(f"boxjax.mjcf.build({body!r}) is not available yet: {err}")
+
+
+def _samples(mj_model: mujoco.MjModel, n: int, seed: int = 0):
+    """n random configurations: (M (n, nC), y (n, nv), mj_factorM's qLD, qLDiagInv and mj_solveM's x)."""
+    key = np.random.default_rng(seed)
+    data = mujoco.MjData(mj_model)
+    out = {name: [] for name in ("M", "y", "qLD", "qLDiagInv", "x")}
+    for _ in range(n):
+        data.qpos[:] = _synthetic.random_qpos(mj_model, key)
+        mujoco.mj_forward(mj_model, data)
+        mujoco.mj_factorM(mj_model, data)
+        y = key.normal(size=(1, mj_model.nv))
+        x = np.zeros_like(y)
+        mujoco.mj_solveM(mj_model, data, x, y)
+        for name, value in (("M", data.M), ("y", y[0]), ("qLD", data.qLD), ("qLDiagInv", data.qLDiagInv)):
+            out[name].append(np.array(value))
+        out["x"].append(x[0])
+    return {name: np.stack(v) for name, v in out.items()}
+
+
+@pytest.fixture(scope="module", params=BODIES)
+def body(request):
+    """(name, model, schedule, samples) for each body; samples["stock"] is stock MuJoCo Warp's (on CPU)."""
+    model = _model(request.param)
+    samples = _samples(model, 6)
+    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor.stock_factor_solve_i())
+    return request.param, model, factor.level_schedule(model), samples
+
+
+def _tolerances(stock, s) -> list[float]:
+    """Per output: RTOL, or twice stock MuJoCo Warp's own error where that is larger."""
+    return [
+        max(RTOL, 2 * max(_rel(stock[n][w], s[ref][w]) for w in range(len(s["M"]))))
+        for n, ref in enumerate(OUTPUTS)
+    ]
+
+
+def _check(got, s, stock=None):
+    """Asserts our float32 (qLD, qLDiagInv, x) against the float64 reference, and against stock if given."""
+    tols = _tolerances(s["stock"], s)
+    for n, ref in enumerate(OUTPUTS):
+        for w in range(len(s["M"])):
+            assert _rel(got[n][w], s[ref][w]) <= tols[n], (ref, w)
+            if stock is not None:
+                stock_err = _rel(stock[n][w], s[ref][w])
+                assert _rel(got[n][w], stock[n][w]) <= tols[n] + stock_err, (ref, w)
+
+
+def test_needs_fused_factor():
+    assert factor.needs_fused_factor(_synthetic.tree_model())
+    small = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body><freejoint/><geom size='.1'/><body><joint/><geom size='.1'/></body>"
+        "</body></worldbody></mujoco>"
+    )
+    assert not factor.needs_fused_factor(small)
+    assert factor.register(small) is None
+
+
+def test_numpy_schedule_matches_mj_factorM(body):
+    name, model, schedule, s = body
+    assert model.nv >= 80 and factor.needs_fused_factor(model), name
+    for w in range(len(s["M"])):
+        qLD, dinv, x = factor.factor_numpy(model, s["M"][w], s["y"][w], schedule)
+        assert _rel(qLD, s["qLD"][w]) <= RTOL
+        assert _rel(dinv, s["qLDiagInv"][w]) <= RTOL
+        assert _rel(x, s["x"][w]) <= RTOL
+
+
+def test_schedule_structure(body):
+    """Chunks of ≤ 8, levels in dependency order, every sum term exactly once, no race within a phase."""
+    _, model, s, _ = body
+    depth = model.M_rownnz - 1
+    rowadr = model.M_rowadr
+    assert np.all(s.task[:, 5] >= 1) and np.all(s.task[:, 5] <= factor.CHUNK)
+    assert np.all(np.diff(s.depth) < 0), "levels must go deepest first"
+    final = {r for r in range(model.nv) if not np.any(s.task[:, 1] == r)}  # rows with no descendants
+    terms = {}
+    for lev in range(s.nlev):
+        tasks = s.task[s.lev_task[lev] : s.lev_task[lev + 1]]
+        reads, writes = set(), []
+        for tgt, drow, acol, p, c0, nk, slot in tasks:
+            row = -1 - tgt if tgt < 0 else int(np.searchsorted(rowadr, tgt, side="right") - 1)
+            assert depth[row] == s.depth[lev] and acol == s.depth[lev]
+            for k, ak in s.desc[c0 : c0 + nk]:
+                assert k in final, f"level {lev} reads row {k} before it is final"
+                assert model.M_colind[ak + acol] == row and ak == rowadr[k]
+                terms.setdefault((int(tgt), int(k)), 0)
+                terms[(int(tgt), int(k))] += 1
+                reads |= {("L", ak + acol), ("L", ak + p) if p >= 0 else ("x", k), ("D", k)}
+            if slot < 0:
+                writes += [("L", tgt) if tgt >= 0 else ("x", -1 - tgt)] + ([("D", drow)] if drow >= 0 else [])
+        assert len(writes) == len(set(writes)) and not reads & set(writes), f"race at level {lev}"
+        final |= {int(r) for r in tasks[:, 1] if r >= 0}
+    chains = [set(model.M_colind[rowadr[k] : rowadr[k] + depth[k]]) for k in range(model.nv)]
+    expected = {
+        (int(rowadr[i] + p) if p >= 0 else -1 - i, k)
+        for k in range(model.nv)
+        for i in chains[k]
+        for p in [*range(depth[i] + 1), -1]
+    }
+    assert set(terms) == expected and set(terms.values()) == {1}
+
+
+def _warp_run(schedule, M, y, device):
+    """Our kernel through `factor.launch` on Warp `device`; float32 numpy (qLD, qLDiagInv, x)."""
+    M = wp.array(M.astype(np.float32), dtype=float, device=device)
+    y = wp.array(y.astype(np.float32), dtype=float, device=device)
+    L, dinv, x = wp.zeros_like(M), wp.zeros_like(y), wp.zeros_like(y)
+    factor.launch(schedule, factor.device_tables(schedule, device), M, y, L, dinv, x)
+    return L.numpy(), dinv.numpy(), x.numpy()
+
+
+@pytest.mark.parametrize("cpu_blocks", [False, True], ids=["block1", "fibers64"])
+def test_warp_kernel_on_cpu(body, cpu_blocks, monkeypatch):
+    """Warp's CPU device runs block kernels as cooperative fibers when `enable_cpu_blocks` is set, so the
+    barriers are exercised for real with 64 lanes; without it the block is one thread."""
+    _, _, schedule, s = body
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", cpu_blocks)
+    assert factor.lanes_for("cpu") == (factor.LANES if cpu_blocks else 1)
+    _check(_warp_run(schedule, s["M"], s["y"], "cpu"), s)
+
+
+def _stock_mjwarp(model, s, device, fn):
+    """Runs `fn` (a `factor_solve_i`) with MuJoCo Warp's own Model/Data on `device`; float32 outputs."""
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+
+    nworld = len(s["M"])
+    with wp.ScopedDevice(device):
+        m = mjw.put_model(model)
+        d = mjw.make_data(model, nworld=nworld)
+        M = wp.array(s["M"].astype(np.float32), dtype=float)
+        y = wp.array(s["y"].astype(np.float32), dtype=float)
+        L, dinv, x = wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv), wp.zeros_like(y)
+        fn(m, d, M, L, dinv, x, y)
+        return L.numpy(), dinv.numpy(), x.numpy()
+
+
+def test_patch_matches_stock_mjwarp_on_cpu(body):
+    """The installed `smooth.factor_solve_i` dispatches to our kernel and agrees with the stock one."""
+    from mujoco.mjx.third_party.mujoco_warp._src import smooth
+
+    _, model, schedule, s = body
+    factor.install()
+    try:
+        assert smooth.factor_solve_i is not factor.stock_factor_solve_i()
+        factor.register(model)
+        ours = _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
+    finally:
+        factor.install(False)
+    assert smooth.factor_solve_i is factor.stock_factor_solve_i() and not factor.installed()
+    direct = _warp_run(schedule, s["M"], s["y"], "cpu")
+    for a, b in zip(ours, direct, strict=True):
+        np.testing.assert_array_equal(a, b)  # the patch ran our kernel, bit for bit
+    _check(ours, s, s["stock"])
+
+
+def test_factor_solve_jax(body):
+    import jax.numpy as jnp
+
+    _, model, _, s = body
+    fn = factor.factor_solve_jax(model)
+    got = fn(jnp.asarray(s["M"], jnp.float32), jnp.asarray(s["y"], jnp.float32))
+    _check([np.asarray(a) for a in got], s)
+
+
+def _joint_angles(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
+    """(..., nhinge) hinge and slide coordinates of a qpos array (..., nq)."""
+    hinge = [model.jnt_qposadr[j] for j in range(model.njnt) if model.jnt_type[j] in (2, 3)]
+    return qpos[..., hinge]
+
+
+def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> np.ndarray:
+    """(steps, nworld, nq) qpos of an episode of vmapped `mjx.step` (impl="warp") with fixed random-walk
+    position targets; `variant` "fused" installs our factorisation first, "stock" does not."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+    from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
+
+    if variant == "fused":
+        factor.install()
+    model = _model(body)
+    mx = mjx.put_model(model, impl="warp")
+    quiet = int(OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS))
+    mx = mx.tree_replace({"opt._impl.warn_overflow": quiet})
+    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+    key = np.random.default_rng(seed)
+    data = mujoco.MjData(model)
+    if model.nkey and body != "synthetic":
+        mujoco.mj_resetDataKeyframe(model, data, model.nkey - 1)
+    qpos0 = np.repeat(data.qpos[None], nworld, 0).astype(np.float32)
+    lo, hi = model.actuator_ctrlrange.T
+    walk = np.cumsum(key.normal(0.0, 0.02, (steps, nworld, model.nu)), axis=0)
+    ctrl = np.clip(walk, lo, hi).astype(np.float32)
+    dd = jax.vmap(lambda q: d0.replace(qpos=q))(jnp.asarray(qpos0))
+
+    def one(d, c):
+        d = jax.vmap(lambda d, c: mjx.step(mx, d.replace(ctrl=c)))(d, c)
+        return d, d.qpos
+
+    _, qpos = jax.jit(lambda d, c: jax.lax.scan(one, d, c))(dd, jnp.asarray(ctrl))
+    return np.asarray(qpos)
+
+
+def _gpu() -> bool:
+    import jax
+
+    return jax.default_backend() == "gpu" and wp.get_cuda_device_count() > 0
+
+
+needs_gpu = pytest.mark.skipif("not _gpu()", reason="needs a CUDA GPU for JAX and Warp")
+
+
+@pytest.mark.skipif("_gpu()", reason="the CPU episode runs where JAX's default backend is the CPU")
+def test_episode_on_cpu_synthetic():
+    """mjx.step (impl="warp", JAX on CPU: no graph capture, the shim runs every call) stock vs fused."""
+    try:
+        stock = episode("synthetic", "stock", 100, 2)
+        fused = episode("synthetic", "fused", 100, 2)
+    finally:
+        factor.install(False)
+    model = _synthetic.tree_model()
+    err = np.abs(_joint_angles(model, fused) - _joint_angles(model, stock)).max()
+    print(f"cpu episode: max joint-angle difference {err:.3g} rad")
+    assert np.all(np.isfinite(fused)) and err <= EPISODE_TOL
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_factor_matches_stock(body):
+    _, model, schedule, s = body
+    stock = _stock_mjwarp(model, s, "cuda:0", factor.stock_factor_solve_i())
+    ours = _warp_run(schedule, s["M"], s["y"], "cuda:0")
+    _check(ours, {**s, "stock": stock}, stock)
+
+
+def _episode_subprocess(body: str, variant: str, steps: int, nworld: int, out: str) -> np.ndarray:
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", JAX_PLATFORMS="cuda")
+    cmd = [sys.executable, __file__, body, variant, str(steps), str(nworld), out]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return np.load(out)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name", BODIES)
+def test_gpu_episode_matches_stock(name):
+    """1,000 steps, 8 worlds, same actions: fused vs stock joint angles. Stock MuJoCo Warp is itself not
+    bitwise deterministic on a GPU (atomics), so a second stock run gives the noise floor."""
+    model = _model(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {
+            v: _episode_subprocess(name, v.split("-")[0], 1000, 8, os.path.join(tmp, f"{v}.npy"))
+            for v in ("stock", "fused", "stock-again")
+        }
+    angles = {v: _joint_angles(model, q) for v, q in runs.items()}
+    err = float(np.abs(angles["fused"] - angles["stock"]).max())
+    floor = float(np.abs(angles["stock-again"] - angles["stock"]).max())
+    print(f"{name}: max joint-angle difference fused vs stock {err:.3g} rad, stock vs stock {floor:.3g} rad")
+    assert np.all(np.isfinite(runs["fused"]))
+    assert err <= max(EPISODE_TOL, 10 * floor)
+
+
+if __name__ == "__main__":
+    _body, _variant, _steps, _nworld, _out = sys.argv[1:6]
+    np.save(_out, episode(_body, _variant, int(_steps), int(_nworld)))

@@ -1,0 +1,153 @@
+"""Stance task on the CPU (MJX's JAX implementation, the simple body, few worlds)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from boxjax import envs
+from boxjax.envs.base import EpisodeSummary
+from boxjax.envs.wrappers import autoreset_step, batch_reset
+from boxjax.rl import ppo
+from boxjax.rl.rollout import init_rollout
+from boxjax.rl.train_step import init_train_state, make_train_iteration
+
+WORLDS = 4
+CONFIG = ppo.PPOConfig(
+    num_envs=WORLDS, unroll_length=4, minibatch_size=8, num_epochs=1, policy_hidden=(32,), value_hidden=(32,)
+)
+
+
+@functools.cache
+def env():
+    return envs.make("stance", body="simple", impl="jax", num_worlds=WORLDS, episode_s=0.5)
+
+
+@functools.cache
+def params():
+    return env().default_params()
+
+
+@functools.cache
+def jitted():
+    e = env()
+    reset = jax.jit(lambda p, keys: batch_reset(e, p, keys))
+    step = jax.jit(lambda p, s, f, a: autoreset_step(e, p, s, f, a))
+    return reset, step
+
+
+def _float64_leaves(tree):
+    return [x for x in jax.tree.leaves(tree) if hasattr(x, "dtype") and x.dtype == np.float64]
+
+
+def test_reset_step_shapes_finite_and_float32():
+    reset, step = jitted()
+    keys = jax.random.split(jax.random.PRNGKey(0), WORLDS)
+    state = reset(params(), keys)
+    assert state.obs.shape == (WORLDS, env().observation_size)
+    action = jnp.zeros((WORLDS, env().action_size))
+    nxt, stepped = step(params(), state, state, action)
+    for s in (state, nxt, stepped):
+        assert s.obs.dtype == jnp.float32 and s.reward.dtype == jnp.float32
+        assert bool(jnp.all(jnp.isfinite(s.obs))) and bool(jnp.all(jnp.isfinite(s.reward)))
+        assert not _float64_leaves((s.obs, s.reward, s.done, s.truncation, s.metrics, s.info))
+    assert set(stepped.metrics) >= {"reward/pose", "reward/feet", "fall", "overflow/nefc"}
+
+
+def test_same_key_same_trajectory():
+    reset, step = jitted()
+    keys = jax.random.split(jax.random.PRNGKey(1), WORLDS)
+    actions = jax.random.uniform(jax.random.PRNGKey(2), (3, WORLDS, env().action_size), minval=-1, maxval=1)
+
+    def run():
+        s = reset(params(), keys)
+        first = s
+        for a in actions:
+            s, _ = step(params(), s, first, a)
+        return s
+
+    a, b = run(), run()
+    np.testing.assert_array_equal(np.asarray(a.data.qpos), np.asarray(b.data.qpos))
+    np.testing.assert_array_equal(np.asarray(a.obs), np.asarray(b.obs))
+
+
+def test_masked_reset_replaces_only_finished_worlds():
+    reset, step = jitted()
+    state = reset(params(), jax.random.split(jax.random.PRNGKey(3), WORLDS))
+    first = reset(params(), jax.random.split(jax.random.PRNGKey(4), WORLDS))
+    # World 0 is one step from its time limit: it must come back as its fresh reset state.
+    limit = env().config.max_steps
+    state = state.replace(info=state.info.replace(step=state.info.step.at[0].set(limit - 1)))
+    nxt, stepped = step(params(), state, first, jnp.zeros((WORLDS, env().action_size)))
+    assert float(stepped.done[0]) == 1.0 and float(stepped.truncation[0]) == 1.0
+    np.testing.assert_array_equal(np.asarray(nxt.data.qpos[0]), np.asarray(first.data.qpos[0]))
+    assert int(nxt.info.step[0]) == 0
+    assert bool(jnp.all(nxt.info.step[1:] == 1))
+    np.testing.assert_array_equal(np.asarray(nxt.data.qpos[1:]), np.asarray(stepped.data.qpos[1:]))
+
+
+def _summary(episodes, falls, length, world_steps):
+    f = jnp.float32
+    return EpisodeSummary(
+        episodes=f(episodes),
+        terminated=f(falls),
+        return_sum=f(0),
+        length_sum=f(length),
+        world_steps=f(world_steps),
+    )
+
+
+def test_curriculum_waits_then_rises_only_when_falls_are_rare():
+    e = env()
+    wait = e.config.wait_episodes * e.config.max_steps
+    cur = e.init_curriculum()
+    cur = e.update_curriculum(cur, _summary(10, 0, 10 * e.config.max_steps, wait - 1))
+    assert int(cur.level) == 0  # not waited long enough
+    cur = e.update_curriculum(cur, _summary(10, 0, 10 * e.config.max_steps, 1))
+    assert int(cur.level) == 1 and float(cur.episodes) == 0.0
+    cur = e.update_curriculum(cur, _summary(10, 9, 10, wait))
+    assert int(cur.level) == 1  # too many falls
+    amp = e.apply_curriculum(params(), cur.replace(level=jnp.int32(e.config.levels))).amplitude
+    assert float(amp) == 1.0
+
+
+def test_solved_needs_full_amplitude_few_falls_and_full_episodes():
+    e = env()
+    steps = e.config.max_steps
+    full = e.init_curriculum().replace(
+        level=jnp.int32(e.config.levels),
+        world_steps=jnp.float32(10 * steps),
+        episodes=jnp.float32(100),
+        falls=jnp.float32(4),
+        length_sum=jnp.float32(100 * steps),
+    )
+    stats = _summary(0, 0, 0, 0)
+    assert bool(e.solved(full, stats))
+    assert not bool(e.solved(full.replace(falls=jnp.float32(6)), stats))
+    assert not bool(e.solved(full.replace(level=jnp.int32(e.config.levels - 1)), stats))
+    assert not bool(e.solved(full.replace(length_sum=jnp.float32(80 * steps)), stats))
+
+
+def test_bad_body_and_option_are_named():
+    with pytest.raises(ValueError, match="muscular-fast"):
+        envs.make("stance", body="bantam")
+    with pytest.raises(ValueError, match="unknown StanceConfig options"):
+        envs.make("stance", body="simple", episode_seconds=3)
+    with pytest.raises(ValueError, match="valid: stance"):
+        envs.make("sparring")
+
+
+def test_fused_stance_iteration_runs_without_retrace():
+    e = env()
+    key = jax.random.PRNGKey(0)
+    ts, rs = ppo._own_buffers((init_train_state(e, CONFIG, key), init_rollout(e, params(), key, WORLDS)))
+    fn = make_train_iteration(e, CONFIG)
+    for _ in range(3):
+        ts, rs, metrics = fn(ts, rs, params())
+    assert fn._cache_size() == 1
+    figures = {k: float(v) for k, v in metrics.items()}
+    assert all(np.isfinite(v) for v in figures.values())
+    assert figures["env/overflow/nefc"] == 0.0
+    assert int(ts.iteration) == 3
