@@ -10,6 +10,19 @@ import os
 
 PLATFORMS = ("cpu", "gpu")
 
+CPU_XLA_FLAGS = ("--xla_cpu_enable_concurrency_optimized_scheduler=false",)
+"""jax 0.10's CPU scheduler deadlocks the MJX step at >= 48 worlds (every thread idle, the result never
+ready); the plain scheduler runs it (measured on 2 cores, jaxlib 0.10.2)."""
+GPU_XLA_FLAGS = ("--xla_gpu_graph_min_graph_size=1",)
+"""Lets XLA graph-capture the small policy/glue kernels between MuJoCo Warp's FFI calls."""
+
+
+def add_xla_flags(flags: tuple[str, ...]) -> None:
+    """Append XLA flags to $XLA_FLAGS unless already set there (effective only before JAX starts)."""
+    current = os.environ.get("XLA_FLAGS", "")
+    extra = [f for f in flags if f.split("=")[0] not in current]
+    os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+
 
 def cache_dir() -> str:
     """The boxjax cache folder (``$BOXJAX_CACHE`` or ``~/.cache/boxjax``)."""
@@ -28,11 +41,7 @@ def configure(platform: str, cache: str | None = None) -> str:
     os.makedirs(os.path.join(cache, "warp"), exist_ok=True)
     os.environ["JAX_PLATFORMS"] = "cpu" if platform == "cpu" else "cuda"
     os.environ.setdefault("WARP_CACHE_PATH", os.path.join(cache, "warp"))
-    if platform == "gpu":
-        # Lets XLA graph-capture the small policy/glue kernels between MuJoCo Warp's FFI calls.
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_gpu_graph_min_graph_size" not in flags:
-            os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_graph_min_graph_size=1").strip()
+    add_xla_flags(CPU_XLA_FLAGS if platform == "cpu" else GPU_XLA_FLAGS)
     import jax
 
     jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "jax"))

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 # Fields that must match for a checkpoint to seed a new run (`init`); resuming needs the whole meta equal.
@@ -28,12 +29,20 @@ def _manager(directory: str, max_to_keep: int | None = 3) -> ocp.CheckpointManag
     return ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
 
+def _fill_empty(tree: Any) -> Any:
+    """Orbax refuses zero-size arrays (e.g. `mjx.Data.act` of a body without actuator state): store a
+    one-element stand-in instead; `restore` puts the template's empty array back."""
+    return jax.tree.map(lambda x: np.zeros((1,), x.dtype) if np.size(x) == 0 else x, tree)
+
+
 def save(directory: str, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
     """Write `state` (a pytree of arrays) and `meta` (JSON) as checkpoint `step`; waits until written."""
     with _manager(directory) as mngr:
         mngr.save(
             step,
-            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(_fill_empty(state)), meta=ocp.args.JsonSave(meta)
+            ),
         )
         mngr.wait_until_finished()
 
@@ -60,10 +69,10 @@ def read_meta(directory: str, step: int | None = None) -> dict[str, Any]:
 def restore(directory: str, template: dict[str, Any], step: int | None = None) -> dict[str, Any]:
     """Restore the `state` pytree with the structure, shapes and dtypes of `template`."""
     step = latest_step(directory) if step is None else step
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _fill_empty(template))
     with _manager(directory, max_to_keep=None) as mngr:
         restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
-    return restored["state"]
+    return jax.tree.map(lambda t, r: t if np.size(t) == 0 else r, template, restored["state"])
 
 
 def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
