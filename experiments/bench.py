@@ -32,6 +32,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
+    p.add_argument("--factor", choices=("auto", "fused", "stock"), default="auto")
     return p.parse_args(argv)
 
 
@@ -84,7 +85,9 @@ def versions() -> dict[str, str]:
     return out
 
 
-def measure(body: str, worlds: int, unroll: int, repeats: int) -> list[tuple[str, float, str]]:
+def measure(
+    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None
+) -> list[tuple[str, float, str]]:
     """All stance figures of one body at one world count: [(metric, value, unit)]."""
     import jax
     import jax.numpy as jnp
@@ -98,7 +101,7 @@ def measure(body: str, worlds: int, unroll: int, repeats: int) -> list[tuple[str
 
     rows = []
     tick = time.perf_counter()
-    env = envs.make("stance", body=body, num_worlds=worlds)
+    env = envs.make("stance", body=body, num_worlds=worlds, fused_factor=fused)
     params = env.default_params()
     minibatch = min(2048, worlds * unroll)
     config = ppo.PPOConfig(num_envs=worlds, unroll_length=unroll, minibatch_size=minibatch)
@@ -208,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": date,
         "versions": versions(),
         "unroll": args.unroll,
+        "factor": args.factor,
     }
     if not gpu:
         common["cores"] = os.cpu_count()
@@ -218,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "a") as f:
         for body in bodies:
             for worlds in worlds_list:
-                for metric, value, unit in measure(body, worlds, args.unroll, args.repeats):
+                fused = {"auto": None, "fused": True, "stock": False}[args.factor]
+                for metric, value, unit in measure(body, worlds, args.unroll, args.repeats, fused):
                     row = {
                         **common,
                         "body": body,

@@ -18,6 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = _cli.base_parser(__doc__)
     parser.add_argument("--keep-going", action="store_true", help="do not stop when solved")
+    parser.add_argument(
+        "--factor",
+        choices=("auto", "fused", "stock"),
+        default="auto",
+        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
+    )
     args = parser.parse_args(argv)
 
     from boxjax import platform
@@ -30,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     defaults = ppo.PPOConfig(num_envs=1024, unroll_length=32, minibatch_size=2048)
     config = ppo.PPOConfig(**{**defaults.to_dict(), **_cli.ppo_overrides(args)})
-    env = envs.make("stance", body=args.body, num_worlds=config.num_envs)
+    fused = {"auto": None, "fused": True, "stock": False}[args.factor]
+    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused)
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     progress = _cli.Progress(

@@ -35,8 +35,14 @@ def warp_env(contacts_per_world: int | None = None):
 
 def test_overflow_is_reported_and_can_stop_the_run(capsys):
     env = warp_env(contacts_per_world=1)
-    config = ppo.PPOConfig(num_envs=WORLDS, unroll_length=2, minibatch_size=4, num_epochs=1,
-                           policy_hidden=(8,), value_hidden=(8,))
+    config = ppo.PPOConfig(
+        num_envs=WORLDS,
+        unroll_length=2,
+        minibatch_size=4,
+        num_epochs=1,
+        policy_hidden=(8,),
+        value_hidden=(8,),
+    )
     with pytest.raises(ppo.PhysicsOverflowError, match=r"(broadphase|narrowphase) in 2 worlds"):
         ppo.train(env, config, jax.random.PRNGKey(0), iterations=2, stop_on_overflow=True)
     assert "OVERFLOW iteration 1:" in capsys.readouterr().out
@@ -65,7 +71,9 @@ def test_mjx_matches_mujoco_c_for_the_first_steps(impl):
     env = envs.make("stance", body="simple", impl=impl, num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0))
     params = env.default_params()
     state = batch_reset(env, params, jax.random.split(jax.random.PRNGKey(5), WORLDS))
-    actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1)
+    actions = 0.3 * jax.random.uniform(
+        jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
+    )
     step = jax.jit(lambda s, a: autoreset_step(env, params, s, s, a)[1])
     qpos, ctrls = [], []
     for a in actions:

@@ -13,7 +13,13 @@ __all__ = ["TASKS", "Env", "EpisodeSummary", "State", "from_playground", "make"]
 
 
 def make(
-    name: str, *, body: str = "simple", impl: str | None = None, num_worlds: int = 1, **options: Any
+    name: str,
+    *,
+    body: str = "simple",
+    impl: str | None = None,
+    num_worlds: int = 1,
+    fused_factor: bool | None = None,
+    **options: Any,
 ) -> Env:
     """Build a task environment.
 
@@ -22,6 +28,7 @@ def make(
       body: boxer body for physics tasks (see `boxjax.mjcf.BODIES`).
       impl: physics implementation, "jax", "warp", or None/"auto" for this machine's default.
       num_worlds: worlds stepped together (sizes MuJoCo Warp's shared contact pool).
+      fused_factor: MuJoCo Warp only: our one-launch factorisation on/off (None: on for the 89-DoF bodies).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
     if name == "reach":
@@ -40,6 +47,7 @@ def make(
             num_worlds=num_worlds,
             contacts_per_world=budget.ncon_per_world,
             njmax=budget.njmax,
+            fused_factor=fused_factor,
         )
         return StanceEnv(config, physics_config)
     raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")

@@ -45,6 +45,9 @@ class PhysicsConfig:
     """Constraint-row slots per world."""
     substeps: int = 4
     """Physics steps per control step."""
+    fused_factor: bool | None = None
+    """MuJoCo Warp only: our one-launch mass-matrix factorisation (`boxjax.physics.factor`); None = on
+    exactly when a kinematic tree exceeds MuJoCo Warp's dense limit (the 89-DoF bodies)."""
 
     def __post_init__(self) -> None:
         """Reject unknown implementations and non-positive sizes."""
@@ -76,7 +79,11 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     if config.impl == "warp":
         import warp
 
+        from boxjax.physics import factor
+
         warp.config.quiet = True  # one line per loaded kernel module otherwise
+        fused = config.fused_factor
+        factor.install(factor.needs_fused_factor(mj_model) if fused is None else fused)
     model = mjx.put_model(mj_model, impl=config.impl)
     if config.impl == "warp":
         quiet = sum(OVERFLOW_BITS.values())

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What one GPU-machine session runs, phase by phase (each phase fits one 10-minute device call).
+# Usage, on the GPU machine after ../shared/gpu's wheel install:  bash experiments/gpu_session.sh PHASE
+# Logs and result rows land in $OUT (bundled as one tarball) so they can be committed under results/.
+set -u
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BOXJAX_CACHE=/tmp/bxcache
+export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+log() { echo "== $(date -u +%FT%TZ) $*" | tee -a "$OUT/logs/session.txt"; }
+bundle() { tar czf "$OUT/results-$1.tgz" results runs/*/metrics.jsonl runs/*/summary.json "$OUT/logs" 2>/dev/null; }
+
+case "$1" in
+  smoke)
+    log smoke
+    nvidia-smi -L | tee -a "$OUT/logs/session.txt"
+    python3 -c "import jax, mujoco, warp; print(jax.__version__, jax.devices(), mujoco.__version__, warp.config.version)" \
+      2>&1 | tail -1 | tee -a "$OUT/logs/session.txt"
+    ;;
+  tests)
+    log "GPU tests: physics parity and the factor kernel"
+    timeout 300 python3 -m pytest -q -rs tests/test_physics.py tests/test_factor.py -s 2>&1 \
+      | grep -v "^Module " | tee "$OUT/logs/gpu-tests.txt" | tail -30
+    ;;
+  stance)  # stance BODY WORLDS MINUTES [extra args]
+    body=$2; worlds=$3; minutes=$4; shift 4
+    log "stance $body $worlds worlds, $minutes min $*"
+    timeout $((60 * ${minutes%.*} + 150)) python3 experiments/stance.py --platform gpu --body "$body" \
+      --envs "$worlds" --unroll 32 --minutes "$minutes" --name "h200-$body-$worlds" "$@" 2>&1 \
+      | grep -v "^Module " | tee "$OUT/logs/stance-$body-$worlds.txt" | tail -25
+    ;;
+  bench)  # bench BODIES WORLDS
+    log "bench $2 at $3"
+    timeout 540 python3 experiments/bench.py --platform gpu --bodies "$2" --worlds "$3" --unroll 16 \
+      --price "H200 (cloud, on-demand)" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/bench.txt" | tail -25
+    ;;
+  factor)
+    log "factor bench"
+    timeout 420 python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
+    ;;
+  bundle)
+    bundle "$2"
+    ;;
+esac
