@@ -30,18 +30,42 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--stop-on-overflow", action="store_true", help="stop the run when any world overflows")
     p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
+    p.add_argument("--ppo", action="append", default=[], metavar="FIELD=VALUE", help="any PPOConfig field")
+    p.add_argument("--env", action="append", default=[], metavar="FIELD=VALUE", help="any task config field")
     return p
 
 
-def ppo_overrides(args: argparse.Namespace) -> dict[str, int]:
-    """PPOConfig fields given on the command line."""
+def field_values(pairs: list[str], defaults: Any) -> dict[str, Any]:
+    """`FIELD=VALUE` strings -> {field: value}, each value parsed to the type of its default in `defaults`."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not hasattr(defaults, name):
+            raise SystemExit(
+                f"bad override {pair!r}: expected FIELD=VALUE with a field of {type(defaults).__name__}"
+            )
+        default = getattr(defaults, name)
+        if isinstance(default, bool):
+            out[name] = text.lower() in ("1", "true", "yes")
+        elif isinstance(default, tuple):
+            out[name] = tuple(type(default[0])(v) for v in text.split(","))
+        else:
+            out[name] = type(default)(text)
+    return out
+
+
+def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """PPOConfig fields given on the command line (the short flags and any `--ppo FIELD=VALUE`)."""
+    from boxjax.rl.config import PPOConfig
+
     names = {
         "envs": "num_envs",
         "unroll": "unroll_length",
         "minibatch": "minibatch_size",
         "epochs": "num_epochs",
     }
-    return {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
+    short = {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
+    return {**short, **field_values(args.ppo, PPOConfig())}
 
 
 def run_dir(name: str) -> str:

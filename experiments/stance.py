@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     defaults = ppo.PPOConfig(num_envs=1024, unroll_length=32, minibatch_size=2048)
     config = ppo.PPOConfig(**{**defaults.to_dict(), **_cli.ppo_overrides(args)})
     fused = {"auto": None, "fused": True, "stock": False}[args.factor]
-    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused)
+    from boxjax.envs.stance import StanceConfig
+
+    options = _cli.field_values(args.env, StanceConfig())
+    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused, **options)
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     progress = _cli.Progress(
@@ -76,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         "iterations": int(history[-1]["iteration"]),
         "solved": result.solved_at_s is not None,
         "time_to_solve_s": result.solved_at_s,
+        "train_s_to_solve": None
+        if result.solved_at_s is None
+        else result.solved_at_s - history[0]["setup_s"],
+        "overrides": {"ppo": args.ppo, "env": args.env},
         "first_return": history[0]["episode/return"],
         "last_return": history[-1]["episode/return"],
     }
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.solved_at_s is not None:
         print(
             f"SOLVED in {result.solved_at_s:.1f} s after {summary['iterations']} iterations "
-            f"(set-up {summary['setup_s']:.1f} s)"
+            f"(set-up {summary['setup_s']:.1f} s, training {summary['train_s_to_solve']:.1f} s)"
         )
     print(json.dumps(summary))
     return 0

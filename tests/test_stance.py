@@ -102,10 +102,11 @@ def _summary(episodes, falls, length, world_steps):
 def test_curriculum_waits_then_rises_only_when_falls_are_rare():
     e = env()
     wait = e.config.wait_episodes * e.config.max_steps
+    full_length = 10 * e.config.max_steps
     cur = e.init_curriculum()
-    cur = e.update_curriculum(cur, _summary(10, 0, 10 * e.config.max_steps, wait - 1))
+    cur = e.update_curriculum(cur, _summary(10, 0, full_length, wait - 1))
     assert int(cur.level) == 0  # not waited long enough
-    cur = e.update_curriculum(cur, _summary(10, 0, 10 * e.config.max_steps, 1))
+    cur = e.update_curriculum(cur, _summary(10, 0, full_length, 1))
     assert int(cur.level) == 1 and float(cur.episodes) == 0.0
     cur = e.update_curriculum(cur, _summary(10, 9, 10, wait))
     assert int(cur.level) == 1  # too many falls
@@ -113,21 +114,31 @@ def test_curriculum_waits_then_rises_only_when_falls_are_rare():
     assert float(amp) == 1.0
 
 
+def test_early_falls_of_a_level_do_not_block_it_forever():
+    """Each window is judged on its own: a bad start does not count against later windows."""
+    e = env()
+    wait = e.config.wait_episodes * e.config.max_steps
+    cur = e.update_curriculum(e.init_curriculum(), _summary(1000, 900, 1000, wait))
+    assert int(cur.level) == 0 and float(cur.last_fall_rate) == pytest.approx(0.9)
+    cur = e.update_curriculum(cur, _summary(100, 0, 100 * e.config.max_steps, wait))
+    assert int(cur.level) == 1 and float(cur.last_fall_rate) == 0.0
+
+
 def test_solved_needs_full_amplitude_few_falls_and_full_episodes():
     e = env()
     steps = e.config.max_steps
-    full = e.init_curriculum().replace(
-        level=jnp.int32(e.config.levels),
-        world_steps=jnp.float32(10 * steps),
-        episodes=jnp.float32(100),
-        falls=jnp.float32(4),
-        length_sum=jnp.float32(100 * steps),
-    )
+    wait = e.config.wait_episodes * steps
+    full = e.init_curriculum().replace(level=jnp.int32(e.config.levels))
     stats = _summary(0, 0, 0, 0)
-    assert bool(e.solved(full, stats))
-    assert not bool(e.solved(full.replace(falls=jnp.float32(6)), stats))
-    assert not bool(e.solved(full.replace(level=jnp.int32(e.config.levels - 1)), stats))
-    assert not bool(e.solved(full.replace(length_sum=jnp.float32(80 * steps)), stats))
+
+    def judge(cur, episodes, falls, length):
+        return bool(e.solved(e.update_curriculum(cur, _summary(episodes, falls, length, wait)), stats))
+
+    assert judge(full, 100, 4, 100 * steps)
+    assert not judge(full, 100, 6, 100 * steps)
+    assert not judge(full.replace(level=jnp.int32(e.config.levels - 1)), 100, 0, 100 * steps)
+    assert not judge(full, 100, 0, 80 * steps)
+    assert not bool(e.solved(e.update_curriculum(full, _summary(100, 0, 100 * steps, wait - 1)), stats))
 
 
 def test_bad_body_and_option_are_named():

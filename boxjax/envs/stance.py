@@ -123,10 +123,15 @@ class StanceCurriculum:
 
     level: jax.Array
     world_steps: jax.Array
-    """Control steps per world since the last rise."""
+    """Control steps per world in the current judging window."""
     episodes: jax.Array
+    """Episodes finished in the current window (and its falls and summed lengths below)."""
     falls: jax.Array
     length_sum: jax.Array
+    last_fall_rate: jax.Array
+    """Fall rate of the last judged window."""
+    solved: jax.Array
+    """() bool: a judged window at full amplitude met the solved rule."""
 
 
 def _reference_tables(index: mjcf.FighterIndex, config: StanceConfig, stand_h: float, stance_h: float):
@@ -265,7 +270,13 @@ class StanceEnv:
         """Level 0 (the plain standing pose), nothing counted yet."""
         z = jnp.zeros((), jnp.float32)
         return StanceCurriculum(
-            level=jnp.zeros((), jnp.int32), world_steps=z, episodes=z, falls=z, length_sum=z
+            level=jnp.zeros((), jnp.int32),
+            world_steps=z,
+            episodes=z,
+            falls=z,
+            length_sum=z,
+            last_fall_rate=jnp.ones((), jnp.float32),
+            solved=jnp.zeros((), bool),
         )
 
     def apply_curriculum(self, params: StanceParams, curriculum: StanceCurriculum) -> StanceParams:
@@ -273,32 +284,37 @@ class StanceEnv:
         return params.replace(amplitude=curriculum.level.astype(jnp.float32) / self.config.levels)
 
     def update_curriculum(self, curriculum: StanceCurriculum, stats: EpisodeSummary) -> StanceCurriculum:
-        """Count this iteration's episodes; rise one level when the wait is over and falls are rare."""
-        cur = StanceCurriculum(
-            level=curriculum.level,
+        """Count this iteration's episodes into the window; judge the window when it is complete.
+
+        A window lasts ``wait_episodes`` episodes per world. When it is over (and at least one
+        episode finished in it) its fall rate decides: rise one level when falls are rare, and at
+        full amplitude mark the task solved when the solved rule holds. Then a fresh window starts,
+        so early falls of a level never block it forever.
+        """
+        cfg = self.config
+        cur = curriculum.replace(
             world_steps=curriculum.world_steps + stats.world_steps,
             episodes=curriculum.episodes + stats.episodes,
             falls=curriculum.falls + stats.terminated,
             length_sum=curriculum.length_sum + stats.length_sum,
         )
-        waited = cur.world_steps >= self.config.wait_episodes * self.config.max_steps
-        fall_rate = cur.falls / jnp.maximum(cur.episodes, 1.0)
-        rise = waited & (cur.episodes > 0) & (fall_rate <= self.config.rise_max_fall_rate)
-        rise = rise & (cur.level < self.config.levels)
-        fresh = self.init_curriculum().replace(level=cur.level + 1)
-        return jax.tree.map(lambda a, b: jnp.where(rise, a, b), fresh, cur)
+        episodes = jnp.maximum(cur.episodes, 1.0)
+        fall_rate = cur.falls / episodes
+        judged = (cur.world_steps >= cfg.wait_episodes * cfg.max_steps) & (cur.episodes > 0)
+        at_full = cur.level >= cfg.levels
+        rise = judged & ~at_full & (fall_rate <= cfg.rise_max_fall_rate)
+        meets_rule = (fall_rate <= cfg.solved_max_fall_rate) & (
+            cur.length_sum / episodes >= cfg.solved_min_length_fraction * cfg.max_steps
+        )
+        solved = cur.solved | (judged & at_full & meets_rule)
+        fresh = self.init_curriculum().replace(
+            level=cur.level + rise.astype(jnp.int32), last_fall_rate=fall_rate, solved=solved
+        )
+        return jax.tree.map(lambda a, b: jnp.where(judged, a, b), fresh, cur.replace(solved=solved))
 
     def solved(self, curriculum: StanceCurriculum, stats: EpisodeSummary) -> jax.Array:
-        """Full amplitude, waited, falls <= 5 % and full-length episodes since reaching it."""
-        cfg = self.config
-        episodes = jnp.maximum(curriculum.episodes, 1.0)
-        return (
-            (curriculum.level >= cfg.levels)
-            & (curriculum.world_steps >= cfg.wait_episodes * cfg.max_steps)
-            & (curriculum.episodes > 0)
-            & (curriculum.falls / episodes <= cfg.solved_max_fall_rate)
-            & (curriculum.length_sum / episodes >= cfg.solved_min_length_fraction * cfg.max_steps)
-        )
+        """Whether a judged window at full amplitude had falls <= 5 % and full-length episodes."""
+        return curriculum.solved
 
     # -- pieces ---------------------------------------------------------------------------------------
     def _reference(self, row: jax.Array, amplitude: jax.Array) -> tuple[jax.Array, jax.Array]:
