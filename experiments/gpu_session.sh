@@ -28,6 +28,34 @@ case "$1" in
       --envs "$worlds" --unroll 32 --minutes "$minutes" --name "h200-$body-$worlds" "$@" 2>&1 \
       | grep -v "^Module " | tee "$OUT/logs/stance-$body-$worlds.txt" | tail -25
     ;;
+  parity)  # the MJX-JAX parity test alone (after the matmul-precision fix)
+    log "parity test, impl jax"
+    timeout 280 python3 -m pytest -q -rs tests/test_physics.py -k "jax" 2>&1 | grep -v "^Module " \
+      > "$OUT/logs/gpu-parity.txt"; tail -3 "$OUT/logs/gpu-parity.txt"
+    ;;
+  sweep)  # sweep MINUTES WORLDS: concurrent short simple-body stance runs to pick PPO settings
+    minutes=$2; worlds=$3
+    log "sweep simple $worlds worlds $minutes min, 4 concurrent runs"
+    one() {
+      name=$1; shift
+      timeout $((60 * ${minutes%.*} + 120)) python3 experiments/stance.py --platform gpu --body simple \
+        --envs "$worlds" --unroll 32 --minutes "$minutes" --checkpoint-every 1000 --name "sweep-$name" "$@" \
+        2>&1 | grep -v "^Module " > "$OUT/logs/sweep-$name.txt"
+    }
+    one base & one std12 --ppo init_log_std=-1.2 & one std12lr --ppo init_log_std=-1.2 --ppo learning_rate=1e-3 &
+    one std16 --ppo init_log_std=-1.6 &
+    wait
+    python3 experiments/run_report.py runs/sweep-* | tee -a "$OUT/logs/session.txt"
+    ;;
+  solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU
+    body=$2; worlds=$3; shift 3
+    log "solve $body $worlds $*"
+    timeout 420 python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" --unroll 32 \
+      --iterations 3000 --checkpoint-every 100 --name "solve-$body-$worlds" "$@" 2>&1 | grep -v "^Module " \
+      > "$OUT/logs/solve-$body-$worlds.txt"
+    tail -2 "$OUT/logs/solve-$body-$worlds.txt"
+    python3 experiments/run_report.py "runs/solve-$body-$worlds" | tee -a "$OUT/logs/session.txt"
+    ;;
   bench)  # bench BODIES WORLDS
     log "bench $2 at $3"
     timeout 540 python3 experiments/bench.py --platform gpu --bodies "$2" --worlds "$3" --unroll 16 \
