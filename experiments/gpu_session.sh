@@ -30,7 +30,7 @@ case "$1" in
     ;;
   parity)  # the MJX-JAX parity test alone (after the matmul-precision fix)
     log "parity test, impl jax"
-    timeout 280 python3 -m pytest -q -rs tests/test_physics.py -k "jax" 2>&1 | grep -v "^Module " \
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 timeout 280 python3 -m pytest -q -rs tests/test_physics.py -k "jax" 2>&1 | grep -v "^Module " \
       > "$OUT/logs/gpu-parity.txt"; tail -3 "$OUT/logs/gpu-parity.txt"
     ;;
   sweep)  # sweep MINUTES WORLDS: concurrent short simple-body stance runs to pick PPO settings
@@ -38,12 +38,12 @@ case "$1" in
     log "sweep simple $worlds worlds $minutes min, 4 concurrent runs"
     one() {
       name=$1; shift
-      timeout $((60 * ${minutes%.*} + 120)) python3 experiments/stance.py --platform gpu --body simple \
+      XLA_PYTHON_CLIENT_MEM_FRACTION=0.18 timeout $((60 * ${minutes%.*} + 120)) python3 experiments/stance.py --platform gpu --body simple \
         --envs "$worlds" --unroll 32 --minutes "$minutes" --checkpoint-every 1000 --name "sweep-$name" "$@" \
         2>&1 | grep -v "^Module " > "$OUT/logs/sweep-$name.txt"
     }
-    one base & one std12 --ppo init_log_std=-1.2 & one std12lr --ppo init_log_std=-1.2 --ppo learning_rate=1e-3 &
-    one std16 --ppo init_log_std=-1.6 &
+    one base & one std16 --ppo init_log_std=-1.6 & one std16lr --ppo init_log_std=-1.6 --ppo learning_rate=1e-3 &
+    one std16lr-u16 --ppo init_log_std=-1.6 --ppo learning_rate=1e-3 --unroll 16 &
     wait
     python3 experiments/run_report.py runs/sweep-* | tee -a "$OUT/logs/session.txt"
     ;;

@@ -11,7 +11,7 @@ from boxjax.envs.base import State, from_playground
 from boxjax.envs.toy import PointReach
 from boxjax.rl import checkpoint, ppo
 from boxjax.rl.losses import LossBatch, gae, ppo_loss
-from boxjax.rl.networks import Normalizer, gaussian_log_prob
+from boxjax.rl.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
 from boxjax.rl.rollout import init_rollout
 from boxjax.rl.train_step import init_train_state, make_train_iteration
 
@@ -205,3 +205,10 @@ def test_playground_style_env_trains_unchanged():
     _, history = ppo.train(env, TOY_CONFIG, jax.random.PRNGKey(0), iterations=3)
     assert np.isfinite(history[-1]["episode/return"])
     assert history[-1]["episode/count"] > 0
+
+
+def test_normalizer_floors_the_std_of_constant_features():
+    """A feature constant so far (a curriculum amplitude at level 0) must not explode when it first moves."""
+    norm = Normalizer.create(2).update(jnp.zeros((1000, 2), jnp.float32))
+    moved = norm(jnp.asarray([0.125, 0.0], jnp.float32))
+    assert float(moved[0]) == pytest.approx(0.125 / OBS_STD_FLOOR, rel=1e-5)

@@ -10,6 +10,11 @@ import jax.numpy as jnp
 from flax import struct
 
 _LOG_2PI = float(jnp.log(2.0 * jnp.pi))
+OBS_STD_FLOOR = 0.1
+"""Smallest standard deviation the normaliser divides by. A feature that was constant for hundreds of
+iterations (a curriculum amplitude, a reference pose at level 0) would otherwise jump by thousands of
+standard deviations when the curriculum first moves it, and the policy collapses (seen on the H200: every
+world fell within 22 steps of the first rise)."""
 
 
 class MLP(nn.Module):
@@ -95,7 +100,7 @@ class Normalizer:
     def std(self) -> jax.Array:
         """Standard deviation per feature, floored so constant features do not blow up."""
         var = self.m2 / jnp.maximum(self.count, 1.0)
-        return jnp.sqrt(jnp.maximum(var, 1e-6))
+        return jnp.maximum(jnp.sqrt(var), OBS_STD_FLOOR)
 
     def __call__(self, obs: jax.Array, enabled: bool = True) -> jax.Array:
         """Normalised and clipped observations (same shape as `obs`)."""
