@@ -42,16 +42,25 @@ case "$1" in
         --envs "$worlds" --unroll 32 --minutes "$minutes" --checkpoint-every 1000 --name "sweep-$name" "$@" \
         2>&1 | grep -v "^Module " > "$OUT/logs/sweep-$name.txt"
     }
-    one base & one std16 --ppo init_log_std=-1.6 & one std16lr --ppo init_log_std=-1.6 --ppo learning_rate=1e-3 &
-    one std16lr-u16 --ppo init_log_std=-1.6 --ppo learning_rate=1e-3 --unroll 16 &
+    declare -A ARGS=(
+      [base]=""
+      [std16]="--ppo init_log_std=-1.6"
+      [std16lr]="--ppo init_log_std=-1.6 --ppo learning_rate=1e-3"
+      [std16lr-u16]="--ppo init_log_std=-1.6 --ppo learning_rate=1e-3 --unroll 16"
+    )
+    for name in "${!ARGS[@]}"; do one "$name" ${ARGS[$name]} & done
     wait
     python3 experiments/run_report.py runs/sweep-* | tee -a "$OUT/logs/session.txt"
+    best=$(python3 experiments/run_report.py --best runs/sweep-*)
+    echo "${ARGS[${best#runs/sweep-}]}" > /tmp/best-args
+    log "best sweep run: $best -> $(cat /tmp/best-args)"
     ;;
   solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU
     body=$2; worlds=$3; shift 3
     log "solve $body $worlds $*"
-    timeout 420 python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" --unroll 32 \
-      --iterations 3000 --checkpoint-every 100 --name "solve-$body-$worlds" "$@" 2>&1 | grep -v "^Module " \
+    limit=${SOLVE_LIMIT_S:-300}
+    timeout "$limit" python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" --unroll 32 \
+      --iterations 3000 --checkpoint-every 100 --name "solve-$body-$worlds" $(cat /tmp/best-args 2>/dev/null) "$@" 2>&1 | grep -v "^Module " \
       > "$OUT/logs/solve-$body-$worlds.txt"
     tail -2 "$OUT/logs/solve-$body-$worlds.txt"
     python3 experiments/run_report.py "runs/solve-$body-$worlds" | tee -a "$OUT/logs/session.txt"

@@ -47,5 +47,22 @@ def report(run: str) -> str:
     return "\n".join(lines)
 
 
+def progress_key(run: str) -> tuple[float, float, float]:
+    """Sort key, best first: solved sooner (wall time), else higher level reached sooner, else fewer falls."""
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if not rows:
+        return (1.0, 0.0, float("inf"))
+    solved = next((r["time_s"] for r in rows if r.get("solved", 0) > 0.5), None)
+    if solved is not None:
+        return (0.0, solved, 0.0)
+    rises = level_rises(rows)
+    top = rises[-1] if rises else (0, 0, float("inf"))
+    return (1.0, -top[0] + top[2] / 1e6, rows[-1]["episode/fall_rate"])
+
+
 if __name__ == "__main__":
-    print("\n".join(report(run) for run in sys.argv[1:]))
+    if sys.argv[1:2] == ["--best"]:
+        print(min(sys.argv[2:], key=progress_key))
+    else:
+        print("\n".join(report(run) for run in sys.argv[1:]))
