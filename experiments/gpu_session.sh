@@ -67,12 +67,12 @@ case "$1" in
     ;;
   bench)  # bench BODIES WORLDS
     log "bench $2 at $3"
-    timeout 540 python3 experiments/bench.py --platform gpu --bodies "$2" --worlds "$3" --unroll 16 \
+    timeout "${BENCH_LIMIT_S:-540}" python3 experiments/bench.py --platform gpu --bodies "$2" --worlds "$3" --unroll 16 \
       --price "H200 (cloud, on-demand)" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/bench.txt" | tail -25
     ;;
   factor)
     log "factor bench"
-    timeout 420 python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
+    timeout "${FACTOR_LIMIT_S:-420}" python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
     ;;
   bundle)
     bundle "$2"
