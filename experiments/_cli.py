@@ -21,6 +21,13 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--unroll", type=int, default=None, help="control steps per world per iteration")
     p.add_argument("--minibatch", type=int, default=None, help="transitions per gradient step")
     p.add_argument("--epochs", type=int, default=None, help="passes over each iteration's batch")
+    p.add_argument(
+        "--devices",
+        type=devices_arg,
+        default=None,
+        metavar="all|N",
+        help="split the worlds over N devices (or all), data-parallel; default 1",
+    )
     p.add_argument("--iterations", type=int, default=1000, help="stop after this many iterations")
     p.add_argument("--minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--resume", default=None, help="checkpoint directory to continue exactly")
@@ -33,6 +40,16 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--ppo", action="append", default=[], metavar="FIELD=VALUE", help="any PPOConfig field")
     p.add_argument("--env", action="append", default=[], metavar="FIELD=VALUE", help="any task config field")
     return p
+
+
+def devices_arg(text: str) -> int:
+    """`--devices` value: "all" -> 0 (PPOConfig.num_devices' "all devices"), else a positive count."""
+    if text == "all":
+        return 0
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError("--devices takes 'all' or a positive count")
+    return count
 
 
 def field_values(pairs: list[str], defaults: Any) -> dict[str, Any]:
@@ -63,6 +80,7 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "unroll": "unroll_length",
         "minibatch": "minibatch_size",
         "epochs": "num_epochs",
+        "devices": "num_devices",
     }
     short = {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
     return {**short, **field_values(args.ppo, PPOConfig())}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform as host_platform
@@ -33,6 +34,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
     p.add_argument("--factor", choices=("auto", "fused", "stock"), default="auto")
+    p.add_argument(
+        "--devices",
+        default="1",
+        help="comma list of device counts (N or all) the worlds are split over; >1 times the iteration only",
+    )
     return p.parse_args(argv)
 
 
@@ -86,9 +92,15 @@ def versions() -> dict[str, str]:
 
 
 def measure(
-    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None
+    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None, devices: int = 1
 ) -> list[tuple[str, float, str]]:
-    """All stance figures of one body at one world count: [(metric, value, unit)]."""
+    """All stance figures of one body at one world count: [(metric, value, unit)].
+
+    With `devices` > 1 the worlds are split over that many devices (`boxjax.rl.sharding`) and only the
+    whole iteration is timed (set-up, compile, s/iteration, steps/s, overflow).
+    """
+    if devices > 1:
+        return measure_sharded(body, worlds, unroll, repeats, fused, devices)
     import jax
     import jax.numpy as jnp
 
@@ -155,6 +167,46 @@ def measure(
     return rows
 
 
+def measure_sharded(
+    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None, devices: int
+) -> list[tuple[str, float, str]]:
+    """Whole-iteration figures with the worlds split over `devices` devices."""
+    import jax
+
+    from boxjax import envs
+    from boxjax.rl import ppo, sharding
+    from boxjax.rl.train_step import init_train_state
+
+    rows = []
+    tick = time.perf_counter()
+    minibatch = min(2048, worlds * unroll)
+    config = ppo.PPOConfig(
+        num_envs=worlds, unroll_length=unroll, minibatch_size=minibatch, num_devices=devices
+    )
+    per_device = sharding.worlds_per_device(config, devices)
+    env = envs.make("stance", body=body, num_worlds=per_device, fused_factor=fused)
+    key = jax.random.PRNGKey(0)
+    dp = sharding.DataParallel(env, config, env.default_params(), sharding.resolve_devices(devices))
+    ts, rs = dp.replicate(init_train_state(env, config, key)), dp.init_rollout(key)
+    jax.block_until_ready(rs)
+    rows.append(("model_build_s", time.perf_counter() - tick, "s"))
+    tick = time.perf_counter()
+    ts, rs, metrics = dp.iteration(ts, rs, dp.env_params)
+    jax.block_until_ready(metrics)
+    rows.append(("compile_s", time.perf_counter() - tick, "s"))
+    best_it = float("inf")
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        ts, rs, metrics = dp.iteration(ts, rs, dp.env_params)
+        jax.block_until_ready(metrics)
+        best_it = min(best_it, time.perf_counter() - tick)
+    rows.append(("s_per_iteration", best_it, "s"))
+    rows.append(("steps_per_s", worlds * unroll / best_it, "1/s"))
+    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
+    rows.append(("overflow_worlds", overflow, "worlds"))
+    return rows
+
+
 def price_of(device: str, prices: dict[str, float], key: str | None) -> tuple[str, float] | None:
     """This device's price entry, by `key` or by name match."""
     if key:
@@ -167,22 +219,24 @@ def price_of(device: str, prices: dict[str, float], key: str | None) -> tuple[st
 
 def markdown(rows: list[dict], price: tuple[str, float] | None) -> str:
     """The printed table: one line per body and world count."""
-    table: dict[tuple[str, int], dict[str, float]] = {}
+    table: dict[tuple[str, int, int], dict[str, float]] = {}
     for r in rows:
-        table.setdefault((r["body"], r["worlds"]), {})[r["metric"]] = r["value"]
-    head = "| body | worlds | physics steps/s | env step ms | s/iteration | steps/s | update ms | compile s |"
-    head += " $/1k it | $/M steps |\n|" + "---|" * 10
+        table.setdefault((r["body"], r["worlds"], r.get("devices", 1)), {})[r["metric"]] = r["value"]
+    head = "| body | worlds | devices | physics steps/s | env step ms | s/iteration | steps/s | update ms |"
+    head += " compile s | $/1k it | $/M steps |\n|" + "---|" * 11
     lines = [head]
-    for (body, worlds), m in sorted(table.items()):
+    nan = float("nan")
+    for (body, worlds, devices), m in sorted(table.items()):
         if price:
-            per_it = m["s_per_iteration"] * 1000 / 3600 * price[1]
-            per_m = 1e6 / m["steps_per_s"] / 3600 * price[1]
+            per_it = m["s_per_iteration"] * 1000 / 3600 * price[1] * devices
+            per_m = 1e6 / m["steps_per_s"] / 3600 * price[1] * devices
             dollars = f"{per_it:.3f} | {per_m:.4f}"
         else:
             dollars = "n/a | n/a"
         lines.append(
-            f"| {body} | {worlds} | {m['physics_steps_per_s']:,.0f} | {m['env_step_ms']:.2f} | "
-            f"{m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {m['update_ms']:.1f} | "
+            f"| {body} | {worlds} | {devices} | {m.get('physics_steps_per_s', nan):,.0f} | "
+            f"{m.get('env_step_ms', nan):.2f} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | "
+            f"{m.get('update_ms', nan):.1f} | "
             f"{m['compile_s']:.1f} | {dollars} |"
         )
     note = f"prices: {price[0]} at ${price[1]}/h" if price else "no price for this device in prices.json"
@@ -199,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu = plat == "gpu"
     bodies = (args.bodies or ("simple,muscular-fast,muscular" if gpu else "simple")).split(",")
     worlds_list = [int(w) for w in (args.worlds or ("1024,2048,4096,8192" if gpu else "16,64")).split(",")]
+    import jax
+
+    device_counts = [len(jax.devices()) if d == "all" else int(d) for d in args.devices.split(",")]
     device = device_name()
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     command = "python experiments/bench.py " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -220,22 +277,22 @@ def main(argv: list[str] | None = None) -> int:
     path = os.path.join(args.out, f"stance-{slug}-{date[:10]}.jsonl")
     rows = []
     with open(path, "a") as f:
-        for body in bodies:
-            for worlds in worlds_list:
-                fused = {"auto": None, "fused": True, "stock": False}[args.factor]
-                for metric, value, unit in measure(body, worlds, args.unroll, args.repeats, fused):
-                    row = {
-                        **common,
-                        "body": body,
-                        "worlds": worlds,
-                        "metric": metric,
-                        "value": value,
-                        "unit": unit,
-                    }
-                    rows.append(row)
-                    f.write(json.dumps(row) + "\n")
-                    f.flush()
-                print(f"measured {body} at {worlds} worlds", flush=True)
+        for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
+            fused = {"auto": None, "fused": True, "stock": False}[args.factor]
+            for metric, value, unit in measure(body, worlds, args.unroll, args.repeats, fused, devices):
+                row = {
+                    **common,
+                    "body": body,
+                    "worlds": worlds,
+                    "devices": devices,
+                    "metric": metric,
+                    "value": value,
+                    "unit": unit,
+                }
+                rows.append(row)
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+            print(f"measured {body} at {worlds} worlds on {devices} device(s)", flush=True)
     with open(os.path.join(HERE, "prices.json")) as f:
         prices = json.load(f)
     print(markdown(rows, price_of(device, prices, args.price)))

@@ -30,12 +30,12 @@ from boxjax.envs import punches
 LAND_TOLERANCE_M = 0.03
 SPEEDS = {"fast": 0.14, "medium": 0.2, "slow": 0.28}
 """Seconds from guard to impact of a straight punch; hooks and uppercuts take `CURVED_SLOWER` as long."""
-CURVED_SLOWER = 1.4
+CURVED_SLOWER = 1.6
 RETRACT_SLOWER = 1.6
 """Retraction lasts this many times the extension."""
 HOLD_S = 0.03
 """Time the glove is held on the target."""
-CHAMBER_AT = 0.45
+CHAMBER_AT = 0.5
 """Fraction of the extension time spent reaching the chamber point (hooks, uppercuts)."""
 SPINE = ("lumbar_y", "lumbar_z", "thorax_y", "thorax_z")
 ARM = ("shoulder_y", "shoulder_x", "shoulder_z", "elbow")
@@ -72,12 +72,12 @@ class Style:
 STYLES = {
     "jab": Style("l", (1.45, 0.15, 0.3, 0.15), (0.1, -0.15, 0.05, -0.15), None),
     "cross": Style("r", (1.45, 0.15, 0.3, 0.15), (0.15, 0.35, 0.1, 0.35), None),
-    "lead_hook": Style("l", (1.3, 1.1, 0.2, 1.5), (0.1, -0.25, 0.05, -0.3), (0.15, 0.3, 0.0), (0.8, 0.0)),
-    "rear_hook": Style("r", (1.3, 1.1, 0.2, 1.5), (0.1, 0.35, 0.05, 0.4), (0.15, 0.3, 0.0), (0.8, 0.0)),
+    "lead_hook": Style("l", (1.5, 0.5, 0.8, 1.0), (0.1, -0.25, 0.05, -0.3), (0.1, 0.25, 0.0), (0.8, 0.0)),
+    "rear_hook": Style("r", (1.5, 0.5, 0.8, 1.0), (0.1, 0.35, 0.05, 0.4), (0.1, 0.25, 0.0), (0.8, 0.0)),
     "lead_uppercut": Style(
-        "l", (0.9, 0.2, 0.3, 1.9), (0.2, -0.15, 0.1, -0.15), (0.15, 0.0, -0.3), (0.0, -0.5)
+        "l", (0.9, 0.2, 0.3, 1.9), (0.2, -0.15, 0.1, -0.15), (0.1, 0.0, -0.2), (0.0, -0.5)
     ),
-    "rear_uppercut": Style("r", (0.9, 0.2, 0.3, 1.9), (0.2, 0.3, 0.1, 0.3), (0.15, 0.0, -0.3), (0.0, -0.5)),
+    "rear_uppercut": Style("r", (0.9, 0.2, 0.3, 1.9), (0.2, 0.3, 0.1, 0.3), (0.1, 0.0, -0.2), (0.0, -0.5)),
 }
 
 
@@ -86,7 +86,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=punches.DEFAULT_PATH)
     p.add_argument("--body", default="simple", help="body the IK is solved on")
-    p.add_argument("--distance", type=float, default=0.75, help="centre-of-mass distance of the fighters (m)")
+    p.add_argument("--distance", type=float, default=0.7, help="centre-of-mass distance of the fighters (m)")
     p.add_argument("--rate", type=float, default=100.0, help="frames per second")
     return p.parse_args()
 
@@ -154,7 +154,8 @@ class Arena:
 def solve_ik(arena: Arena, start: np.ndarray, hand: str, goal: np.ndarray, posture: dict[str, float]):
     """Blue's arena qpos with its `hand` glove at `goal`, leaning toward `posture` in the null space.
 
-    Damped least squares on the glove position; the posture pull acts in the Jacobian's null space.
+    Damped least squares on the glove position; the posture pull acts in the Jacobian's null space
+    during the first half of the iterations, the second half only closes the remaining gap.
     """
     names = [f"{j}_{hand}" for j in ARM] + list(SPINE)
     qadr = np.array([arena.qadr(n) for n in names])
@@ -165,13 +166,15 @@ def solve_ik(arena: Arena, start: np.ndarray, hand: str, goal: np.ndarray, postu
     qpos = start.copy()
     qpos[qadr] = prior
     jacp = np.zeros((3, arena.model.nv))
-    for _ in range(200):
+    for it in range(200):
         arena.forward(qpos)
         err = goal - arena.data.geom_xpos[gid]
         mujoco.mj_jacGeom(arena.model, arena.data, jacp, None, gid)
         jac = jacp[:, dadr]
         pinv = jac.T @ np.linalg.inv(jac @ jac.T + 1e-4 * np.eye(3))
-        step = pinv @ err + (np.eye(len(names)) - pinv @ jac) @ (0.2 * (prior - qpos[qadr]))
+        step = pinv @ err + (np.eye(len(names)) - pinv @ jac) @ (
+            (0.2 if it < 100 else 0.0) * (prior - qpos[qadr])
+        )
         qpos[qadr] = np.clip(qpos[qadr] + step, ranges[:, 0], ranges[:, 1])
     arena.forward(qpos)
     miss = np.linalg.norm(goal - arena.data.geom_xpos[gid])

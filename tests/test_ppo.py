@@ -1,5 +1,6 @@
 """PPO pieces: GAE, the loss, the normaliser, the fused iteration, end-to-end learning, checkpoints."""
 
+import dataclasses
 import functools
 
 import jax
@@ -212,3 +213,25 @@ def test_normalizer_floors_the_std_of_constant_features():
     norm = Normalizer.create(2).update(jnp.zeros((1000, 2), jnp.float32))
     moved = norm(jnp.asarray([0.125, 0.0], jnp.float32))
     assert float(moved[0]) == pytest.approx(0.125 / OBS_STD_FLOOR, rel=1e-5)
+
+
+def test_learning_rate_adapts_to_the_kl_within_bounds():
+    from boxjax.rl.train_step import adapt_learning_rate, learning_rate, make_optimizer
+
+    config = ppo.PPOConfig(
+        num_envs=4, unroll_length=4, minibatch_size=16, learning_rate=1e-3, desired_kl=0.01
+    )
+    state = make_optimizer(config).init({"w": jnp.zeros(3)})
+
+    def lr_after(kl, cfg=config, st=state):
+        return float(learning_rate(adapt_learning_rate(cfg, st, jnp.float32(kl))))
+
+    assert lr_after(0.05) == pytest.approx(1e-3 / 1.5)
+    assert lr_after(0.001) == pytest.approx(1.5e-3)
+    assert lr_after(0.01) == pytest.approx(1e-3)
+    low = dataclasses.replace(config, learning_rate=1e-5)
+    assert lr_after(1.0, low, make_optimizer(low).init({"w": jnp.zeros(3)})) == pytest.approx(1e-5)
+    fixed = dataclasses.replace(config, desired_kl=0.0)
+    assert lr_after(1.0, fixed) == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="learning_rate_bounds"):
+        dataclasses.replace(config, learning_rate=0.1)

@@ -2,6 +2,8 @@
 
 A checkpoint directory holds numbered steps; each step has the `state` pytree (TrainState and
 RolloutState) and a JSON `meta` (environment description, observation/action sizes, PPO config).
+The state is always in the layout of a one-device run (`boxjax.rl.sharding.DataParallel.to_host`), and
+the device count is not part of what must match, so a run resumes on another number of devices.
 Orbax writes each step to a temporary folder and renames it when complete, so an interrupted save never
 replaces a good checkpoint.
 """
@@ -18,6 +20,8 @@ import orbax.checkpoint as ocp
 # Fields that must match for a checkpoint to seed a new run (`init`); resuming needs the whole meta equal.
 _MODEL_FIELDS = ("body", "observation_size", "action_size")
 _NETWORK_FIELDS = ("policy_hidden", "value_hidden")
+# PPO fields that may change on resume: where the run executes, not what it computes.
+_PLACEMENT_FIELDS = ("num_devices",)
 
 
 class CheckpointMismatchError(ValueError):
@@ -29,10 +33,18 @@ def _manager(directory: str, max_to_keep: int | None = 3) -> ocp.CheckpointManag
     return ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
 
+def _size(x: Any) -> int:
+    return int(np.prod(x.shape)) if hasattr(x, "shape") else int(np.size(x))
+
+
 def _fill_empty(tree: Any) -> Any:
     """Orbax refuses zero-size arrays (e.g. `mjx.Data.act` of a body without actuator state): store a
     one-element stand-in instead; `restore` puts the template's empty array back."""
-    return jax.tree.map(lambda x: np.zeros((1,), x.dtype) if np.size(x) == 0 else x, tree)
+    return jax.tree.map(lambda x: np.zeros((1,), x.dtype) if _size(x) == 0 else x, tree)
+
+
+def _empty_like(t: Any) -> Any:
+    return t if isinstance(t, np.ndarray | jax.Array) else np.zeros(t.shape, t.dtype)
 
 
 def save(directory: str, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -66,13 +78,55 @@ def read_meta(directory: str, step: int | None = None) -> dict[str, Any]:
     return dict(restored["meta"])
 
 
+def _path_key(path: tuple) -> tuple[str, ...]:
+    """A tree path as plain names, the same for a dataclass field and the dict entry orbax stores."""
+    names = []
+    for entry in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(entry, attr):
+                names.append(str(getattr(entry, attr)))
+                break
+        else:
+            names.append(str(entry))
+    return tuple(names)
+
+
+def _stored_shapes(directory: str, step: int) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """{leaf path: stored shape} of a checkpoint's `state` (empty if orbax cannot say)."""
+    handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
+    try:
+        with ocp.CheckpointManager(os.path.abspath(directory), item_handlers=handlers) as mngr:
+            metadata = mngr.item_metadata(step)["state"]
+        leaves = jax.tree_util.tree_flatten_with_path(metadata)[0]
+    except Exception:  # noqa: BLE001 - metadata is an optional refinement; restore proceeds without it
+        return {}
+    return {_path_key(p): tuple(m.shape) for p, m in leaves if hasattr(m, "shape")}
+
+
+def _abstract(template: Any, stored: dict[tuple[str, ...], tuple[int, ...]]) -> Any:
+    """Restore targets: the template's dtypes (and placement) with the stored shapes where known."""
+
+    def one(path: tuple, x: Any) -> jax.ShapeDtypeStruct:
+        target = ocp.utils.to_shape_dtype_struct(x)
+        shape = stored.get(_path_key(path), target.shape)
+        return jax.ShapeDtypeStruct(shape, target.dtype, sharding=getattr(target, "sharding", None))
+
+    return jax.tree_util.tree_map_with_path(one, template)
+
+
 def restore(directory: str, template: dict[str, Any], step: int | None = None) -> dict[str, Any]:
-    """Restore the `state` pytree with the structure, shapes and dtypes of `template`."""
+    """Restore the `state` pytree with the structure and dtypes of `template` (arrays, or
+    `jax.ShapeDtypeStruct`s to avoid building the state first).
+
+    Leaves come back with their stored shapes; a leaf whose shape differs from the template's is for
+    the caller to judge (`boxjax.rl.sharding.refresh_scratch`: MuJoCo Warp's contact pool is sized by the
+    worlds per device, so it may differ when the device count changes).
+    """
     step = latest_step(directory) if step is None else step
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _fill_empty(template))
+    abstract = _abstract(_fill_empty(template), _stored_shapes(directory, step))
     with _manager(directory, max_to_keep=None) as mngr:
         restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
-    return jax.tree.map(lambda t, r: t if np.size(t) == 0 else r, template, restored["state"])
+    return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, restored["state"])
 
 
 def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
@@ -83,8 +137,15 @@ def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
     ]
 
 
+def _without_placement(meta: dict[str, Any]) -> dict[str, Any]:
+    ppo = {k: v for k, v in meta.get("ppo", {}).items() if k not in _PLACEMENT_FIELDS}
+    return {**meta, "ppo": ppo} if "ppo" in meta else meta
+
+
 def check_resume(saved: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Resuming needs the same task, body and configs, else `CheckpointMismatchError` names what differs."""
+    """Resuming needs the same task, body and configs (the device count may differ), else
+    `CheckpointMismatchError` names what differs."""
+    saved, expected = _without_placement(saved), _without_placement(expected)
     keys = tuple(sorted((set(saved) | set(expected)) - {"boxjax_version"}))
     problems = _diff(saved, expected, keys)
     if problems:

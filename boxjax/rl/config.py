@@ -18,7 +18,12 @@ class PPOConfig:
     minibatch_size: int = 2048
     """Transitions per gradient step."""
     learning_rate: float = 3e-4
-    """Adam step size."""
+    """Adam step size (the starting one when `desired_kl` adapts it)."""
+    desired_kl: float = 0.01
+    """Adapt the step size per minibatch toward this approximate KL (divide by 1.5 above twice it, multiply
+    by 1.5 below half of it); 0 keeps `learning_rate` fixed."""
+    learning_rate_bounds: tuple[float, float] = (1e-5, 1e-2)
+    """Range the adapted step size stays in."""
     gamma: float = 0.99
     """Discount per control step."""
     gae_lambda: float = 0.95
@@ -43,6 +48,8 @@ class PPOConfig:
     """Keep running observation statistics and feed normalised observations to the networks."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this before GAE."""
+    num_devices: int = 1
+    """Devices the worlds are split across (data-parallel, `boxjax.rl.sharding`); 0 = all devices."""
 
     def __post_init__(self) -> None:
         """Reject values that would silently produce a wrong run."""
@@ -60,6 +67,27 @@ class PPOConfig:
                 raise ValueError(f"PPOConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.learning_rate <= 0 or self.clip_eps <= 0:
             raise ValueError("PPOConfig: learning_rate and clip_eps must be positive")
+        if self.desired_kl < 0:
+            raise ValueError(f"PPOConfig.desired_kl must be >= 0 (0: fixed step size), got {self.desired_kl}")
+        low, high = self.learning_rate_bounds
+        if not 0 < low <= self.learning_rate <= high:
+            raise ValueError(
+                f"PPOConfig.learning_rate_bounds {self.learning_rate_bounds} must satisfy "
+                f"0 < low <= learning_rate ({self.learning_rate}) <= high"
+            )
+        if self.num_devices < 0:
+            raise ValueError(f"PPOConfig.num_devices must be >= 0 (0: all), got {self.num_devices}")
+        if self.num_devices > 1:
+            self.check_devices(self.num_devices)
+
+    def check_devices(self, count: int) -> None:
+        """Reject a device count that does not split the worlds and the minibatch evenly."""
+        for name in ("num_envs", "minibatch_size"):
+            if getattr(self, name) % count:
+                value = getattr(self, name)
+                raise ValueError(
+                    f"PPOConfig.{name} ({value}) must be a multiple of the device count ({count})"
+                )
 
     @property
     def batch_size(self) -> int:

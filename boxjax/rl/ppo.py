@@ -2,6 +2,7 @@
 
 The host loop is the one host/device boundary: it launches the jitted iteration, blocks on its figures once
 per iteration, times it, logs, checkpoints and reports progress. Nothing inside the iteration does I/O.
+`PPOConfig.num_devices` splits the worlds over several devices (`boxjax.rl.sharding`); the loop is the same.
 
     from boxjax import envs
     from boxjax.rl import ppo
@@ -24,7 +25,7 @@ from flax import struct
 
 import boxjax
 from boxjax.envs.base import Env
-from boxjax.rl import checkpoint
+from boxjax.rl import checkpoint, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import RolloutState, init_rollout
@@ -109,24 +110,55 @@ def _own_buffers(tree: Any) -> Any:
 
 
 def _initial_state(
-    env: Env, config: PPOConfig, env_params: Any, key: jax.Array, resume: str | None, init: str | None
+    env: Env,
+    config: PPOConfig,
+    env_params: Any,
+    key: jax.Array,
+    resume: str | None,
+    init: str | None,
+    dp: sharding.DataParallel | None,
 ) -> tuple[TrainState, RolloutState]:
+    """Fresh, resumed or seeded states; on one device (`dp` None) or placed on `dp`'s mesh."""
     train_key, env_key = jax.random.split(key)
     train_state = init_train_state(env, config, train_key)
-    rollout_state = init_rollout(env, env_params, env_key, config.num_envs)
+    if dp is None:
+        rollout_state = init_rollout(env, env_params, env_key, config.num_envs)
+        template = rollout_state
+    else:
+        rollout_state = dp.init_rollout(env_key)
+        template = dp.host_template(env_key)
     meta = run_meta(env, config)
     if resume:
         checkpoint.check_resume(checkpoint.read_meta(resume), meta)
-        restored = checkpoint.restore(resume, {"train": train_state, "rollout": rollout_state})
-        return restored["train"], restored["rollout"]
+        restored = checkpoint.restore(resume, {"train": train_state, "rollout": template})
+        if dp is not None:
+            return dp.from_host(restored["train"], restored["rollout"], rollout_state)
+        world = sharding.world_leaves(env, env_params)
+        return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:
         checkpoint.check_init(checkpoint.read_meta(init), meta)
-        restored = checkpoint.restore(init, {"train": train_state, "rollout": rollout_state})
+        restored = checkpoint.restore(init, {"train": train_state, "rollout": template})
         seed = restored["train"]
         train_state = train_state.replace(
             params=seed.params, opt_state=seed.opt_state, normalizer=seed.normalizer
         )
+    if dp is not None:
+        train_state = dp.replicate(train_state)
     return train_state, rollout_state
+
+
+def _save(
+    directory: str,
+    step: int,
+    train_state: TrainState,
+    rollout_state: RolloutState,
+    meta: dict[str, Any],
+    dp: sharding.DataParallel | None,
+) -> None:
+    """Checkpoint `step`, always in the one-device layout."""
+    if dp is not None:
+        train_state, rollout_state = dp.to_host(train_state, rollout_state)
+    checkpoint.save(directory, step, {"train": train_state, "rollout": rollout_state}, meta)
 
 
 def train(
@@ -184,7 +216,10 @@ def train(
         start_time_s=start_time_s,
     )
     ts = result.train_state
-    return Policy(params=ts.params, normalizer=ts.normalizer), history
+    policy = Policy(params=ts.params, normalizer=ts.normalizer)
+    if len(ts.iteration.sharding.device_set) > 1:
+        policy = sharding.DataParallel.first_device(policy)
+    return policy, history
 
 
 def train_run(
@@ -204,12 +239,24 @@ def train_run(
     stop_on_overflow: bool = False,
     start_time_s: float | None = None,
 ) -> tuple[TrainResult, list[dict[str, float]]]:
-    """Like `train`, but returns the full `TrainResult` (train and rollout state) for further use."""
+    """Like `train`, but returns the full `TrainResult` (train and rollout state) for further use.
+
+    With `config.num_devices` other than 1 the worlds are split over that many devices
+    (`boxjax.rl.sharding`); the result's states then live on the mesh (rollout leaves (devices, ...)).
+    For MuJoCo Warp, build `env` with `sharding.worlds_per_device(config, devices)` worlds.
+    """
     start = time.perf_counter() if start_time_s is None else start_time_s
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
-    train_state, rollout_state = _own_buffers(_initial_state(env, config, env_params, key, resume, init))
-    iteration_fn = make_train_iteration(env, config)
+    devices = sharding.resolve_devices(config.num_devices)
+    dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
+    if dp is None:
+        states = _own_buffers(_initial_state(env, config, env_params, key, resume, init, None))
+        iteration_fn = make_train_iteration(env, config)
+    else:
+        states = _initial_state(env, config, env_params, key, resume, init, dp)
+        iteration_fn, env_params = dp.iteration, dp.env_params
+    train_state, rollout_state = states
     meta = run_meta(env, config)
     history: list[dict[str, float]] = []
     solved_at = None
@@ -236,9 +283,7 @@ def train_run(
         if overflow:
             print(overflow, flush=True)
         if checkpoint_dir and (done_iterations % checkpoint_every == 0 or (overflow and stop_on_overflow)):
-            checkpoint.save(
-                checkpoint_dir, done_iterations, {"train": train_state, "rollout": rollout_state}, meta
-            )
+            _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
         if overflow and stop_on_overflow:
             raise PhysicsOverflowError(overflow)
         if figures["solved"] > 0.5 and solved_at is None:
@@ -248,7 +293,5 @@ def train_run(
         if minutes is not None and now - start > 60.0 * minutes:
             break
     if checkpoint_dir and history and done_iterations % checkpoint_every:
-        checkpoint.save(
-            checkpoint_dir, done_iterations, {"train": train_state, "rollout": rollout_state}, meta
-        )
+        _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
     return TrainResult(train_state, rollout_state, solved_at), history

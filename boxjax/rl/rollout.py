@@ -10,6 +10,7 @@ from flax import struct
 
 from boxjax.envs.base import Env, EpisodeSummary, State
 from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
+from boxjax.rl.collectives import Shards
 from boxjax.rl.networks import ActorCritic, Normalizer, gaussian_log_prob
 
 
@@ -45,9 +46,19 @@ class Transition:
     """(T, N) 1.0 where the episode ended for any reason."""
 
 
-def init_rollout(env: Env, env_params: Any, key: jax.Array, num_envs: int) -> RolloutState:
-    """Fresh worlds for the first iteration."""
-    state = batch_reset(env, env_params, jax.random.split(key, num_envs))
+def world_keys(key: jax.Array, num_envs: int, shards: Shards | None = None) -> jax.Array:
+    """One key per world (num_envs, ...); with `shards`, this device's slice of the keys of all
+    `num_envs * shards.count` worlds, so each world draws what it would on a single device."""
+    if shards is None:
+        return jax.random.split(key, num_envs)
+    return shards.local_rows(jax.random.split(key, num_envs * shards.count))
+
+
+def init_rollout(
+    env: Env, env_params: Any, key: jax.Array, num_envs: int, shards: Shards | None = None
+) -> RolloutState:
+    """Fresh worlds for the first iteration (`num_envs` on this device; see `world_keys` for `shards`)."""
+    state = batch_reset(env, env_params, world_keys(key, num_envs, shards))
     return RolloutState(
         env=state,
         episode_return=jnp.zeros((num_envs,), jnp.float32),
@@ -55,12 +66,27 @@ def init_rollout(env: Env, env_params: Any, key: jax.Array, num_envs: int) -> Ro
     )
 
 
+def _normal(key: jax.Array, shape: tuple[int, ...], shards: Shards | None) -> jax.Array:
+    if shards is None:
+        return jax.random.normal(key, shape, jnp.float32)
+    return shards.local_rows(jax.random.normal(key, (shape[0] * shards.count, *shape[1:]), jnp.float32))
+
+
 def sample_action(
-    net: ActorCritic, net_params: Any, normalizer: Normalizer, obs: jax.Array, key: jax.Array, normalize: bool
+    net: ActorCritic,
+    net_params: Any,
+    normalizer: Normalizer,
+    obs: jax.Array,
+    key: jax.Array,
+    normalize: bool,
+    shards: Shards | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """obs (N, O) -> (raw action (N, A), its log prob (N,), env action clipped to [-1, 1])."""
+    """obs (N, O) -> (raw action (N, A), its log prob (N,), env action clipped to [-1, 1]).
+
+    With `shards`, the noise is this device's slice of the noise of all devices' worlds.
+    """
     mean, log_std = net.apply(net_params, normalizer(obs, normalize), method=ActorCritic.policy_only)
-    raw = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, jnp.float32)
+    raw = mean + jnp.exp(log_std) * _normal(key, mean.shape, shards)
     return raw, gaussian_log_prob(mean, log_std, raw), jnp.clip(raw, -1.0, 1.0)
 
 
@@ -88,11 +114,13 @@ def rollout(
     state: RolloutState,
     key: jax.Array,
     unroll_length: int,
+    shards: Shards | None = None,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times with the current policy.
 
     Reset states are drawn once per iteration (not per step) and swapped in by mask where a world's
-    episode ended.
+    episode ended. With `shards` (inside `shard_map`) the N worlds are this device's share; their random
+    draws are those the same worlds get in the single-device program. Figures stay per device.
 
     Returns:
       the carried state, the (T, N) transitions, totals of the episodes that ended, and the env's
@@ -100,12 +128,14 @@ def rollout(
     """
     num_envs = state.episode_return.shape[0]
     reset_key, step_key = jax.random.split(key)
-    first = batch_reset(env, env_params, jax.random.split(reset_key, num_envs))
+    first = batch_reset(env, env_params, world_keys(reset_key, num_envs, shards))
     zero_metrics = jax.tree.map(jnp.zeros_like, _reduce_worlds(state.env.metrics))
 
     def body(carry, step_key):
         rs, summary, metric_sum = carry
-        raw, log_prob, action = sample_action(net, net_params, normalizer, rs.env.obs, step_key, normalize)
+        raw, log_prob, action = sample_action(
+            net, net_params, normalizer, rs.env.obs, step_key, normalize, shards
+        )
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward
         ep_length = rs.episode_length + 1.0

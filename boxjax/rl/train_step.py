@@ -11,10 +11,12 @@ import optax
 from flax import struct
 
 from boxjax.envs import base
+from boxjax.rl import collectives
+from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
 from boxjax.rl.networks import ActorCritic, Normalizer
-from boxjax.rl.rollout import RolloutState, Transition, rollout
+from boxjax.rl.rollout import PEAK_PREFIX, RolloutState, Transition, rollout
 
 
 @struct.dataclass
@@ -49,8 +51,30 @@ def make_network(env: base.Env, config: PPOConfig) -> ActorCritic:
 
 
 def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
-    """Gradient clipping then Adam."""
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
+    """Gradient clipping then Adam, its step size kept in the optimiser state (see `adapt_learning_rate`)."""
+    adam = optax.inject_hyperparams(optax.adam)(learning_rate=config.learning_rate)
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
+
+
+def learning_rate(opt_state: Any) -> jax.Array:
+    """() the step size held in an optimiser state made by `make_optimizer`."""
+    return opt_state[1].hyperparams["learning_rate"]
+
+
+def adapt_learning_rate(config: PPOConfig, opt_state: Any, approx_kl: jax.Array) -> Any:
+    """The optimiser state with its step size moved toward `config.desired_kl` (unchanged when it is 0).
+
+    A step too far from the rollout policy (KL above twice the target) divides the step size by 1.5; a
+    timid one (below half) multiplies it by 1.5, within `learning_rate_bounds` (as in rsl_rl's PPO).
+    """
+    if config.desired_kl <= 0:
+        return opt_state
+    lr = learning_rate(opt_state)
+    lr = jnp.where(approx_kl > 2.0 * config.desired_kl, lr / 1.5, lr)
+    lr = jnp.where(approx_kl < 0.5 * config.desired_kl, lr * 1.5, lr)
+    lr = jnp.clip(lr, *config.learning_rate_bounds).astype(jnp.float32)
+    adam_state = opt_state[1]
+    return (opt_state[0], adam_state._replace(hyperparams={**adam_state.hyperparams, "learning_rate": lr}))
 
 
 def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainState:
@@ -79,15 +103,25 @@ def minibatches(batch: LossBatch, key: jax.Array, num_minibatches: int) -> LossB
 
 
 def update(
-    net: ActorCritic, config: PPOConfig, train_state: TrainState, batch: LossBatch, key: jax.Array
+    net: ActorCritic,
+    config: PPOConfig,
+    train_state: TrainState,
+    batch: LossBatch,
+    key: jax.Array,
+    shards: Shards | None = None,
 ) -> tuple[Any, Any, LossTerms]:
     """Epochs x minibatches of clipped-PPO gradient steps (nested scans).
+
+    With `shards`, `batch` is this device's share: each device shuffles its own transitions into
+    `num_minibatches` slices of `minibatch_size / shards.count`, advantages are standardised over the
+    global minibatch, and gradients are averaged over the devices before the (identical) optimiser step.
 
     Returns:
       new params, new optimiser state, and the loss terms averaged over all gradient steps.
     """
     optimizer = make_optimizer(config)
     normalizer = train_state.normalizer
+    local_advantages = config.normalize_advantages and shards is None
 
     def loss_fn(params, mb: LossBatch) -> tuple[jax.Array, LossTerms]:
         mean, log_std, value = net.apply(params, normalizer(mb.obs, config.normalize_observations))
@@ -99,23 +133,32 @@ def update(
             clip_eps=config.clip_eps,
             value_coef=config.value_coef,
             entropy_coef=config.entropy_coef,
-            normalize_advantages=config.normalize_advantages,
+            normalize_advantages=local_advantages,
         )
         return terms.total, terms
 
     def sgd_step(carry, mb: LossBatch):
         params, opt_state = carry
+        if shards is not None and config.normalize_advantages:
+            mb = mb.replace(advantage=collectives.standardize(mb.advantage, shards))
         grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb)
+        kl = terms.approx_kl
+        if shards is not None:
+            grads, kl = shards.mean((grads, kl))
+        opt_state = adapt_learning_rate(config, opt_state, kl)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), terms
 
     def epoch(carry, epoch_key):
+        if shards is not None:
+            epoch_key = jax.random.fold_in(epoch_key, shards.index())
         shuffled = minibatches(batch, epoch_key, config.num_minibatches)
         return jax.lax.scan(sgd_step, carry, shuffled)
 
     carry = (train_state.params, train_state.opt_state)
     (params, opt_state), terms = jax.lax.scan(epoch, carry, jax.random.split(key, config.num_epochs))
-    return params, opt_state, jax.tree.map(jnp.mean, terms)
+    terms = jax.tree.map(jnp.mean, terms)
+    return params, opt_state, terms if shards is None else shards.mean(terms)
 
 
 def advantages_and_batch(
@@ -172,8 +215,14 @@ def train_iteration(
     train_state: TrainState,
     rollout_state: RolloutState,
     env_params: Any,
+    shards: Shards | None = None,
 ) -> tuple[TrainState, RolloutState, dict[str, jax.Array]]:
-    """One whole PPO iteration (collect, then update). Pure; jit it with `make_train_iteration`."""
+    """One whole PPO iteration (collect, then update). Pure; jit it with `make_train_iteration`.
+
+    With `shards` it is one device's part of the data-parallel iteration (`boxjax.rl.sharding`): the
+    rollout state holds this device's worlds; the normaliser, gradients, episode totals and figures are
+    reduced over the devices, so the returned train state and figures are the same on every device.
+    """
     net = make_network(env, config)
     key, rollout_key, update_key = jax.random.split(train_state.key, 3)
     params_now = base.apply_curriculum(env, env_params, train_state.curriculum)
@@ -187,13 +236,20 @@ def train_iteration(
         rollout_state,
         rollout_key,
         config.unroll_length,
+        shards,
     )
     normalizer = train_state.normalizer
     if config.normalize_observations:
-        normalizer = normalizer.update(traj.obs)
+        if shards is None:
+            normalizer = normalizer.update(traj.obs)
+        else:
+            normalizer = collectives.update_normalizer(normalizer, traj.obs, shards)
     train_state = train_state.replace(normalizer=normalizer)
     batch = advantages_and_batch(net, config, train_state.params, normalizer, traj)
-    params, opt_state, terms = update(net, config, train_state, batch, update_key)
+    params, opt_state, terms = update(net, config, train_state, batch, update_key, shards)
+    if shards is not None:
+        summary = collectives.sum_episodes(summary, shards)
+        env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX)
     curriculum = base.update_curriculum(env, train_state.curriculum, summary)
     solved = base.curriculum_solved(env, curriculum, summary)
     train_state = train_state.replace(
@@ -204,11 +260,13 @@ def train_iteration(
         key=key,
     )
     metrics = iteration_metrics(summary, env_metrics, terms, curriculum, solved)
+    metrics["loss/learning_rate"] = learning_rate(opt_state)
     return train_state, rollout_state, metrics
 
 
 def make_train_iteration(env: base.Env, config: PPOConfig) -> IterationFn:
-    """`train_iteration` jitted once, with the train and rollout states donated.
+    """`train_iteration` jitted once, with the train and rollout states donated (one device; for several
+    see `boxjax.rl.sharding.DataParallel`).
 
     The env params (the MJX model among them) are not donated, so their device buffers, which MJX-Warp's
     captured CUDA graphs point at, stay put from one iteration to the next.

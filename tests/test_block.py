@@ -1,0 +1,435 @@
+"""Block task on the CPU: punch library, occlusion, punch score, delay buffer, env protocol (simple body)."""
+
+import dataclasses
+import functools
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from boxjax import envs
+from boxjax.envs import punches, scoring, vision
+from boxjax.envs.block import advance_punch
+from boxjax.envs.wrappers import autoreset_step, batch_reset
+from boxjax.rl import ppo
+from boxjax.rl.rollout import init_rollout
+from boxjax.rl.train_step import init_train_state, make_train_iteration
+
+WORLDS = 2
+# Our analytic segment tests run in float32 against MuJoCo's float64 rays: cases closer than this to
+# grazing a blocker are skipped in the parity test.
+GRAZE_TOL_M = 1e-4
+
+
+@functools.cache
+def env():
+    return envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, episode_s=1.0)
+
+
+@functools.cache
+def params():
+    return env().default_params()
+
+
+@functools.cache
+def jitted():
+    e = env()
+    reset = jax.jit(lambda p, keys: batch_reset(e, p, keys))
+    step = jax.jit(lambda p, s, f, a: autoreset_step(e, p, s, f, a))
+    see = jax.jit(jax.vmap(lambda d: vision.see(d, e.vision_index)))
+    return reset, step, see
+
+
+def _kinematics(qpos: np.ndarray) -> mujoco.MjData:
+    data = mujoco.MjData(env().mj_model)
+    data.qpos[:] = qpos
+    mujoco.mj_kinematics(env().mj_model, data)
+    return data
+
+
+def _with_impact_frame(qpos: np.ndarray, name: str) -> np.ndarray:
+    """Arena qpos with the opponent's library joints at the impact frame of punch `name`."""
+    lib, model = env().library, env().mj_model
+    p = lib.names.index(name)
+    out = qpos.copy()
+    adr = [model.jnt_qposadr[model.joint("blue/" + j).id] for j in lib.joint_names]
+    out[adr] = lib.qpos[p, lib.impact[p]]
+    return out
+
+
+# -- punch library ------------------------------------------------------------------------------------
+
+
+def test_punch_library_round_trip_and_contents(tmp_path):
+    lib = punches.load(body="simple")
+    assert lib.size == len(punches.KINDS) * len(punches.TARGETS) * 3
+    assert set(lib.kind) == set(punches.KINDS) and set(lib.hand) == {"l", "r"}
+    assert set(lib.target) == set(punches.TARGETS) and len(set(lib.speed)) == 3
+    assert np.all(lib.peak_speed_mps > 2.0) and np.all(lib.peak_speed_mps < 15.0)
+    path = str(tmp_path / "copy.npz")
+    punches.save(path, lib)
+    again = punches.load(path)
+    for f in dataclasses.fields(lib):
+        np.testing.assert_array_equal(np.asarray(getattr(again, f.name)), np.asarray(getattr(lib, f.name)))
+    # Every punch starts and ends in the guard, on the opponent's actuators.
+    table = params().punches
+    guard = np.clip(env().opponent.stance_ctrl, *env().opponent.ctrl_range.T)
+    ctrl, length = np.asarray(table.ctrl), np.asarray(table.length)
+    np.testing.assert_allclose(ctrl[:, 0], np.broadcast_to(guard, ctrl[:, 0].shape), atol=1e-5)
+    np.testing.assert_allclose(ctrl[np.arange(lib.size), length - 1], ctrl[:, 0], atol=1e-5)
+    assert np.all(np.asarray(table.impact) < length)
+
+
+def test_punch_library_errors_are_named(tmp_path):
+    lib = punches.load()
+    only_simple = str(tmp_path / "simple.npz")
+    punches.save(only_simple, dataclasses.replace(lib, bodies=("simple",)))
+    with pytest.raises(ValueError, match="not 'muscular'"):
+        punches.load(only_simple, body="muscular")
+    with pytest.raises(ValueError, match=r"qpos must be \(punches, frames, joints\)"):
+        punches.save(str(tmp_path / "bad.npz"), dataclasses.replace(lib, qpos=lib.qpos[0]))
+    with pytest.raises(ValueError, match="joints but joint_names"):
+        punches.validate(dataclasses.replace(lib, joint_names=lib.joint_names[:-1]))
+    with pytest.raises(ValueError, match="impact frames"):
+        punches.validate(dataclasses.replace(lib, impact=lib.length.copy()))
+    renamed = dataclasses.replace(lib, joint_names=(*lib.joint_names[:-1], "tail_wag"))
+    with pytest.raises(ValueError, match="tail_wag"):
+        punches.device_table(renamed, env().opponent, ["shoulder_y_l"])
+    np.savez(str(tmp_path / "old.npz"), format_version=np.int32(0))
+    with pytest.raises(ValueError, match="format 0"):
+        punches.load(str(tmp_path / "old.npz"))
+
+
+def test_resample_keeps_duration_and_impact_time():
+    lib = punches.load()
+    slow = punches.resample(lib, 40.0)
+    np.testing.assert_allclose((slow.length - 1) / 40.0, (lib.length - 1) / lib.rate_hz, atol=1.0 / 40.0)
+    np.testing.assert_allclose(slow.impact / 40.0, lib.impact / lib.rate_hz, atol=0.5 / 40.0)
+    np.testing.assert_allclose(slow.qpos[:, 0], lib.qpos[:, 0])
+
+
+def test_punch_clock_waits_throws_and_samples_the_next_punch():
+    table = params().punches
+    punch, frame = jnp.int32(0), jnp.int32(-2)
+    frames = []
+    for k in jax.random.split(jax.random.PRNGKey(0), int(table.length[0]) + 3):
+        punch, frame = advance_punch(table, punch, frame, k, (5, 5))
+        frames.append(int(frame))
+    length = int(table.length[0])
+    assert frames[: length + 1] == list(range(-1, length))
+    assert frames[length + 1] == -5  # the next punch waits out its gap
+
+
+# -- occlusion ----------------------------------------------------------------------------------------
+
+
+def _capsules(centres, radii, half=None, axis=(0.0, 0.0, 1.0)):
+    centres = jnp.asarray(centres, jnp.float32)
+    half = jnp.zeros(len(radii)) if half is None else jnp.asarray(half, jnp.float32)
+    offset = half[:, None] * jnp.asarray(axis, jnp.float32)
+    return vision.Capsules(
+        start=centres - offset, end=centres + offset, radius=jnp.asarray(radii, jnp.float32)
+    )
+
+
+def test_segment_distance_matches_dense_sampling():
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 1.0, 401)
+    for case in range(40):
+        p0, p1, q0, q1 = rng.normal(size=(4, 3))
+        if case % 4 == 0:
+            q1 = q0  # a sphere
+        if case % 4 == 1:
+            q1 = q0 + 0.5 * (p1 - p0)  # parallel
+        got = float(vision.segment_distance(*(jnp.asarray(v, jnp.float32) for v in (p0, p1, q0, q1))))
+        a = p0 + t[:, None] * (p1 - p0)
+        b = q0 + t[:, None] * (q1 - q0)
+        want = np.min(np.linalg.norm(a[:, None] - b[None], axis=-1))
+        assert got <= want + 1e-5 and got >= want - 5e-3, (case, got, want)
+
+
+def test_hand_placed_occlusion():
+    glove = _capsules([[0.5, 0.0, 0.0]], [0.1])
+    eyes = jnp.zeros((6, 3))
+    points = jnp.array(
+        [
+            [1.0, 0.0, 0.0],  # straight behind the glove: hidden
+            [1.0, 0.5, 0.0],  # off to the side: seen
+            [0.3, 0.0, 0.0],  # in front of the glove: seen
+            [0.55, 0.0, 0.0],  # inside the glove: hidden
+            [1.0, 0.19, 0.0],  # the line passes 0.095 from the centre: hidden
+            [1.0, 0.21, 0.0],  # passes 0.104 from the centre: seen
+        ]
+    )
+    hidden = np.asarray(vision.segments_blocked(eyes, points, glove))
+    assert hidden.tolist() == [True, False, False, True, True, False]
+    forearm = _capsules([[0.5, 0.0, 0.0]], [0.03], half=[0.2])  # vertical bar
+    bar = np.asarray(vision.segments_blocked(eyes[:2], jnp.array([[1.0, 0, 0.35], [1.0, 0, 0.5]]), forearm))
+    assert bar.tolist() == [True, False]  # ends of the bar at z = +-0.2 (+0.03 cap), halfway at 0.175
+
+
+@functools.cache
+def _jitted_vision():
+    """(see, margins) jitted on plain arrays, for MuJoCo C data."""
+    index = env().vision_index
+    fields = ("site_xpos", "site_xmat", "xpos", "xmat", "geom_xpos", "geom_xmat")
+
+    def see(arrays):
+        return vision.see(SimpleNamespace(**arrays), index)
+
+    def margins(arrays):
+        d = SimpleNamespace(**arrays)
+        points = vision.target_points(d.site_xpos, d.xpos, d.xmat, index)
+        eyes = d.site_xpos[index.eyes_site]
+        gloves = vision.pose_capsules(d.geom_xpos, d.geom_xmat, index.gloves)
+        dist = jax.vmap(
+            lambda p: jax.vmap(vision.segment_distance, in_axes=(None, None, 0, 0))(
+                eyes, p, gloves.start, gloves.end
+            )
+        )(points)
+        return points, jnp.min(jnp.abs(dist - gloves.radius), axis=1)
+
+    def arrays(data):
+        return {f: jnp.asarray(getattr(data, f), jnp.float32) for f in fields}
+
+    return (lambda data: jax.jit(see)(arrays(data))), (lambda data: jax.jit(margins)(arrays(data)))
+
+
+def _glove_only_ray_hidden(model, data, eyes, points, glove_ids):
+    groups = model.geom_group.copy()
+    model.geom_group[:] = 0
+    model.geom_group[glove_ids] = 1
+    try:
+        mask = np.array([0, 1, 0, 0, 0, 0], np.uint8)
+        out = []
+        for p in points:
+            vec = p - eyes
+            length = np.linalg.norm(vec)
+            dist = mujoco.mj_ray(model, data, eyes, vec / length, mask, 1, -1, np.zeros(1, np.int32))
+            out.append(0.0 <= dist <= length)
+        return np.array(out)
+    finally:
+        model.geom_group[:] = groups
+
+
+def test_occlusion_matches_mj_ray_with_a_glove_only_group():
+    e = env()
+    model = e.mj_model
+    rng = np.random.default_rng(1)
+    me = e.me
+    arms = [
+        i
+        for i, a in enumerate(me.actuator_ids)
+        if model.actuator(a).name.split("/")[1][:5] in ("shoul", "elbow")
+    ]
+    see, margins = _jitted_vision()
+    compared = hidden_total = 0
+    for _ in range(40):
+        qpos = e.guard_qpos.astype(np.float64).copy()
+        lo, hi = me.ctrl_range[arms].T
+        qpos[me.act_qpos_adr[arms]] += rng.uniform(-0.6, 0.6, len(arms))
+        qpos[me.act_qpos_adr[arms]] = np.clip(qpos[me.act_qpos_adr[arms]], lo, hi)
+        data = _kinematics(qpos)
+        frame = np.asarray(see(data)).reshape(-1, 4)
+        points, margin = (np.asarray(x, np.float64) for x in margins(data))
+        eyes = data.site_xpos[me.eyes_site].copy()
+        want = _glove_only_ray_hidden(model, data, eyes, points, me.glove_geom_ids)
+        for p in range(len(points)):
+            if margin[p] < GRAZE_TOL_M:
+                continue
+            compared += 1
+            hidden_total += bool(want[p])
+            assert (frame[p, 3] == 0.0) == want[p], f"point {p}: margin {margin[p]:.2e}"
+            if frame[p, 3] == 0.0:
+                assert np.all(frame[p, :3] == 0.0)
+    assert compared > 1200 and hidden_total > 30
+
+
+# -- punch score --------------------------------------------------------------------------------------
+
+_HEAD = jnp.array([0.0, 0.0, 1.5])
+_HEAD_R = jnp.float32(0.115)
+_GLOVE = jnp.array([0.45, 0.0, 1.5])
+
+
+def test_score_hand_placed_clean_full_and_partial():
+    far = _capsules([[0.0, 2.0, 0.0]], [0.065])
+    assert float(scoring.punch_score(_GLOVE, _HEAD, _HEAD_R, far)) == 1.0
+    # Two forearms held upright side by side just in front of the incoming glove: full cover.
+    shell = _capsules([[0.33, 0.035, 1.5], [0.33, -0.035, 1.5]], [0.038, 0.038], half=[0.11, 0.11])
+    assert float(scoring.punch_score(_GLOVE, _HEAD, _HEAD_R, shell)) == 0.0
+    half_shell = _capsules([[0.33, 0.035, 1.5]], [0.038], half=[0.11])
+    partial = float(scoring.punch_score(_GLOVE, _HEAD, _HEAD_R, half_shell))
+    assert 0.2 < partial < 0.8
+    # A glove pressed against the incoming glove shadows the whole head.
+    touching = _capsules([[0.32, 0.0, 1.5]], [0.065])
+    assert float(scoring.punch_score(_GLOVE, _HEAD, _HEAD_R, touching)) == 0.0
+
+
+def test_score_on_posed_fighters():
+    e = env()
+    model = e.mj_model
+    # Arms hanging down: the opponent's jab at its impact frame lands clean.
+    qpos = _with_impact_frame(e.guard_qpos.astype(np.float64), "jab-head-medium")
+    for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
+        qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
+    assert float(e._score(_kinematics(qpos), jnp.int32(0), jnp.int32(0))) == 1.0
+    # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
+    data = _kinematics(e.guard_qpos.astype(np.float64))
+    head = data.geom_xpos[e.me.head_geom_id]
+    lead = data.geom_xpos[e.me.glove_geom_ids[0]]
+    line = (lead - head) / np.linalg.norm(lead - head)
+    blockers = vision.pose_capsules(data.geom_xpos, data.geom_xmat, e.blockers)
+    behind = jnp.asarray(lead + 0.13 * line)
+    assert float(scoring.punch_score(behind, jnp.asarray(head), _HEAD_R, blockers)) == 0.0
+    side = np.cross(line, [0.0, 0.0, 1.0])
+    side /= np.linalg.norm(side)
+    grazing = jnp.asarray(lead + 0.13 * line + 0.07 * side)
+    assert 0.0 < float(scoring.punch_score(grazing, jnp.asarray(head), _HEAD_R, blockers)) < 1.0
+
+
+# -- delay buffer -------------------------------------------------------------------------------------
+
+
+def test_delay_buffer_returns_the_frame_from_n_steps_ago():
+    steps = 4
+    frames = jnp.arange(1.0, 11.0)[:, None] * jnp.ones((1, 3))
+    buffer, slot = vision.delay_init(jnp.zeros(3), steps), jnp.int32(0)
+    out = []
+    for f in frames:
+        buffer, slot, delayed = vision.delay_push(buffer, slot, f, steps)
+        out.append(float(delayed[0]))
+    assert out == [0.0] * steps + list(range(1, 11 - steps))
+    assert vision.delay_steps(0.1, 0.025) == 4
+    _, _, now = vision.delay_push(buffer, slot, frames[0], 0)
+    assert float(now[0]) == 1.0
+
+
+# -- environment --------------------------------------------------------------------------------------
+
+
+def _float64_leaves(tree):
+    return [x for x in jax.tree.leaves(tree) if hasattr(x, "dtype") and x.dtype == np.float64]
+
+
+def _run(actions, keys, force_punch=None):
+    """Reset with `keys`, optionally force every world to throw punch `force_punch` next, step."""
+    reset, step, see = jitted()
+    state = reset(params(), keys)
+    if force_punch is not None:
+        info = state.info.replace(punch=jnp.full((WORLDS,), force_punch), frame=jnp.full((WORLDS,), -1))
+        state = state.replace(info=info)
+    first = state
+    states, seen = [state], []
+    for a in actions:
+        state, stepped = step(params(), state, first, a)
+        states.append(stepped)
+        seen.append(see(stepped.data))
+    return states, seen
+
+
+@functools.cache
+def _episode():
+    key = jax.random.PRNGKey(2)
+    actions = 0.3 * jax.random.uniform(key, (24, WORLDS, env().action_size), minval=-1, maxval=1)
+    keys = jax.random.split(jax.random.PRNGKey(1), WORLDS)
+    return _run(actions, keys, force_punch=env().library.names.index("jab-head-fast")), actions, keys
+
+
+def test_reset_step_shapes_finite_and_float32():
+    (states, _), _, _ = _episode()
+    e = env()
+    for s in states:
+        assert s.obs.shape == (WORLDS, e.observation_size) and s.obs.dtype == jnp.float32
+        assert s.reward.dtype == jnp.float32
+        assert bool(jnp.all(jnp.isfinite(s.obs))) and bool(jnp.all(jnp.isfinite(s.reward)))
+        assert not _float64_leaves((s.obs, s.reward, s.done, s.truncation, s.metrics, s.info))
+    assert set(states[0].metrics) == set(states[-1].metrics)
+    assert {"punch/thrown", "punch/hit_score", "vision/hidden", "fall", "overflow/nefc"} <= set(
+        states[-1].metrics
+    )
+    assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0
+
+
+def test_forced_punch_is_thrown_and_arrives_once():
+    (states, _), _, _ = _episode()
+    thrown = sum(np.asarray(s.metrics["punch/thrown"]) for s in states)
+    arrived = sum(np.asarray(s.metrics["punch/arrived"]) for s in states)
+    outcome = sum(np.asarray(s.metrics["punch/blocked"] + s.metrics["punch/hit"]) for s in states)
+    np.testing.assert_array_equal(thrown, 1.0)
+    np.testing.assert_array_equal(arrived, 1.0)
+    np.testing.assert_array_equal(outcome, 1.0)
+
+
+def test_observed_vision_is_the_frame_from_delay_steps_ago():
+    (states, seen), _, _ = _episode()
+    e = env()
+    d = e.delay_steps
+    assert d == 4
+    obs_vision = [np.asarray(s.obs[:, -vision.FRAME_SIZE :]) for s in states[1:]]
+    for t in range(d, len(seen)):
+        np.testing.assert_array_equal(obs_vision[t], np.asarray(seen[t - d]))
+    for t in range(d):
+        np.testing.assert_array_equal(
+            obs_vision[t], np.broadcast_to(params().guard_vision, obs_vision[t].shape)
+        )
+
+
+def test_same_key_same_trajectory():
+    (states, _), actions, keys = _episode()
+    again, _ = _run(actions[:6], keys, force_punch=env().library.names.index("jab-head-fast"))
+    np.testing.assert_array_equal(np.asarray(again[-1].data.qpos), np.asarray(states[6].data.qpos))
+    np.testing.assert_array_equal(np.asarray(again[-1].obs), np.asarray(states[6].obs))
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ValueError, match="unknown BlockConfig options"):
+        envs.make("block", body="simple", punch_gaps=(1, 2))
+    with pytest.raises(ValueError, match="punch_gap_s"):
+        envs.make("block", body="simple", punch_gap_s=(1.0, 0.5))
+
+
+def test_trains_without_retrace():
+    e = env()
+    config = ppo.PPOConfig(
+        num_envs=WORLDS,
+        unroll_length=4,
+        minibatch_size=8,
+        num_epochs=1,
+        policy_hidden=(16,),
+        value_hidden=(16,),
+    )
+    key = jax.random.PRNGKey(0)
+    ts, rs = ppo._own_buffers((init_train_state(e, config, key), init_rollout(e, params(), key, WORLDS)))
+    iteration = make_train_iteration(e, config)
+    for _ in range(2):
+        ts, rs, metrics = iteration(ts, rs, params())
+    assert iteration._cache_size() == 1
+    figures = {k: float(v) for k, v in metrics.items()}
+    assert all(np.isfinite(v) for v in figures.values())
+    assert "env/punch/hit_score" in figures and int(ts.iteration) == 2
+
+
+def test_warp_on_cpu_matches_jax_through_a_punch():
+    """MuJoCo Warp (on Warp's CPU device) and MJX-JAX give the same rewards and punch events."""
+    jab = env().library.names.index("jab-head-fast")
+    keys = jax.random.split(jax.random.PRNGKey(3), WORLDS)
+    zeros = jnp.zeros((12, WORLDS, env().action_size))
+    want, _ = _run(zeros, keys, force_punch=jab)
+    warp = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, episode_s=1.0)
+    p = warp.default_params()
+    state = batch_reset(warp, p, keys)
+    state = state.replace(
+        info=state.info.replace(punch=jnp.full((WORLDS,), jab), frame=jnp.full((WORLDS,), -1))
+    )
+    step = jax.jit(lambda s, a: autoreset_step(warp, p, s, s, a)[1])
+    for a, ref in zip(zeros, want[1:], strict=True):
+        state = step(state, a)
+        np.testing.assert_allclose(np.asarray(state.reward), np.asarray(ref.reward), atol=5e-3)
+        np.testing.assert_array_equal(
+            np.asarray(state.metrics["punch/arrived"]), np.asarray(ref.metrics["punch/arrived"])
+        )
+    assert float(sum(np.asarray(s.metrics["punch/arrived"]).sum() for s in want)) == WORLDS

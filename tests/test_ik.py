@@ -1,0 +1,68 @@
+"""Arm IK on the device: reaches reachable targets, fits every guard pose, vmaps over worlds."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from boxjax import mjcf
+from boxjax.envs import ik as arm_ik
+
+REACH_TOL_M = 1e-3
+"""A target made from a reachable arm pose must be met to 1 mm."""
+GUARD_TOL_M = 0.03
+"""Every named guard pose must be fitted to 3 cm (they are hand-placed, not all exactly reachable)."""
+
+
+@functools.cache
+def problem():
+    model, index = mjcf.arena.build("simple")
+    ik = arm_ik.make_arm_ik(model, index.red)
+    qpos = jnp.asarray(model.key("stance").qpos, jnp.float32)
+    solve = jax.jit(jax.vmap(lambda q, t: arm_ik.solve_arms(ik, q, t)))
+    return ik, qpos, solve
+
+
+def test_reaches_a_target_made_from_a_reachable_pose_and_fits_every_guard():
+    ik, qpos, solve = problem()
+    rng = np.random.default_rng(0)
+    mid = 0.5 * (ik.lower + ik.upper)
+    wanted = np.clip(mid + rng.uniform(-0.5, 0.5, mid.shape), ik.lower, ik.upper).astype(np.float32)
+    reachable = arm_ik.glove_positions(ik, qpos.at[ik.qpos_adr].set(wanted))
+    guards = [
+        arm_ik.guard_targets(ik, qpos, jnp.int32(p), jnp.zeros((2, 3)))
+        for p in range(len(arm_ik.GUARD_POSES))
+    ]
+    targets = jnp.stack([reachable, *guards])
+    angles, residual = solve(jnp.broadcast_to(qpos, (targets.shape[0], qpos.shape[0])), targets)
+    assert float(residual[0]) < REACH_TOL_M
+    for name, r in zip(arm_ik.GUARD_POSES, np.asarray(residual[1:]), strict=True):
+        assert r < GUARD_TOL_M, f"{name}: residual {r:.3f} m"
+    assert np.all(np.asarray(angles) >= ik.lower - 1e-6) and np.all(np.asarray(angles) <= ik.upper + 1e-6)
+    # the fitted angles really put the gloves there
+    placed = arm_ik.glove_positions(ik, qpos.at[ik.qpos_adr].set(angles[0]))
+    np.testing.assert_allclose(placed, reachable, atol=REACH_TOL_M)
+
+
+def test_guard_targets_follow_the_fighters_heading():
+    ik, qpos, _ = problem()
+    base = arm_ik.guard_targets(ik, qpos, jnp.int32(0), jnp.zeros((2, 3)))
+    turned = qpos.at[3:7].set(jnp.array([np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)], jnp.float32))
+    rotated = arm_ik.guard_targets(ik, turned, jnp.int32(0), jnp.zeros((2, 3)))
+    head = arm_ik._kinematics(ik, turned).xpos[ik.head_body]
+    offsets = np.asarray(rotated - head)
+    want = np.asarray(arm_ik.GUARD_POSES["high_guard"])
+    # a quarter turn left (yaw +90 deg) maps forward (x) to left (y)
+    np.testing.assert_allclose(offsets[:, 1], want[:, 0], atol=1e-4)
+    assert base.shape == (2, 3)
+
+
+def test_unknown_fighter_joint_is_named():
+    model, index = mjcf.arena.build("simple")
+    broken = index.red.__class__(**{**index.red.__dict__, "prefix": "green/"})
+    with pytest.raises(KeyError, match="green/"):
+        arm_ik.make_arm_ik(model, broken)
