@@ -18,8 +18,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -ra
 
+# On a GPU: the stance table, the factorisation kernel and the blocking task; on a CPU-only machine a small
+# stance table and the CPU path (mujoco.batch) against a bare mj_step.
 bench: $(STAMP)
 	$(PY) experiments/bench.py
+	if nvidia-smi -L >/dev/null 2>&1; then \
+		$(PY) experiments/bench_factor.py && $(PY) experiments/bench_block.py; \
+	else \
+		$(PY) experiments/bench_cpu.py; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check boxjax experiments tests

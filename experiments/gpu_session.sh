@@ -74,6 +74,23 @@ case "$1" in
     log "factor bench"
     timeout "${FACTOR_LIMIT_S:-420}" python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
     ;;
+  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its last checkpoint comes back in $OUT
+    body=$2; minutes=$3; shift 3
+    log "walk $body $minutes min $*"
+    timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 1024 \
+      --unroll 32 --minutes "$minutes" --checkpoint-every 50 --name "walk-$body" "$@" 2>&1 \
+      | grep -v "^Module " > "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
+    tar czf "$OUT/walk-$body-checkpoints.tgz" "runs/walk-$body"
+    ;;
+  block)  # block BODIES WORLDS: the blocking-task bench
+    log "block bench $2 at $3"
+    timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$2" --worlds "$3" \
+      2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
+    ;;
+  cpu)  # the CPU path on this machine's cores
+    log "cpu bench"
+    timeout "${CPU_LIMIT_S:-200}" python3 experiments/bench_cpu.py 2>&1 | tee "$OUT/logs/cpu.txt" | tail -20
+    ;;
   bundle)
     bundle "$2"
     ;;

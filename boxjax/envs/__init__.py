@@ -7,7 +7,7 @@ from typing import Any
 
 from boxjax.envs.base import Env, EpisodeSummary, State, from_playground
 
-TASKS = ("stance", "block", "reach")
+TASKS = ("stance", "block", "walk", "reach")
 
 __all__ = ["TASKS", "Env", "EpisodeSummary", "State", "from_playground", "make"]
 
@@ -50,6 +50,21 @@ def make(
             fused_factor=fused_factor,
         )
         return StanceEnv(config, physics_config)
+    if name == "walk":
+        from boxjax import mjcf
+        from boxjax.envs.walk import WalkConfig, WalkEnv
+        from boxjax.physics import mjx as physics
+
+        config = _config(WalkConfig, body=body, **options)
+        budget = mjcf.CONTACT_BUDGET[config.body]
+        physics_config = physics.PhysicsConfig(
+            impl=physics.resolve_impl(impl),
+            num_worlds=num_worlds,
+            contacts_per_world=budget.ncon_per_world,
+            njmax=budget.njmax,
+            fused_factor=fused_factor,
+        )
+        return WalkEnv(config, physics_config)
     if name == "block":
         from boxjax import mjcf
         from boxjax.envs.block import BlockConfig, BlockEnv

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+_LATER_FIELDS = {"distill_coef": 0.0}
+"""Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
+them out at that value so the stored config (compared on resume) of older runs still matches."""
+
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
@@ -50,6 +54,9 @@ class PPOConfig:
     """Rewards are multiplied by this before GAE."""
     num_devices: int = 1
     """Devices the worlds are split across (data-parallel, `boxjax.rl.sharding`); 0 = all devices."""
+    distill_coef: float = 0.0
+    """Weight of the distillation loss toward the env's `distill_target` (policy distillation from a
+    teacher); 0, or an env without the hook, leaves PPO exactly as without it."""
 
     def __post_init__(self) -> None:
         """Reject values that would silently produce a wrong run."""
@@ -75,6 +82,8 @@ class PPOConfig:
                 f"PPOConfig.learning_rate_bounds {self.learning_rate_bounds} must satisfy "
                 f"0 < low <= learning_rate ({self.learning_rate}) <= high"
             )
+        if self.distill_coef < 0:
+            raise ValueError(f"PPOConfig.distill_coef must be >= 0, got {self.distill_coef}")
         if self.num_devices < 0:
             raise ValueError(f"PPOConfig.num_devices must be >= 0 (0: all), got {self.num_devices}")
         if self.num_devices > 1:
@@ -100,8 +109,12 @@ class PPOConfig:
         return self.batch_size // self.minibatch_size
 
     def to_dict(self) -> dict:
-        """JSON-friendly copy (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """JSON-friendly copy (tuples become lists; `_LATER_FIELDS` left out at their neutral value)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()
+            if not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])
+        }
 
     @classmethod
     def from_dict(cls, values: dict) -> PPOConfig:

@@ -53,6 +53,10 @@ class LossBatch:
     log_prob: jax.Array
     advantage: jax.Array
     target: jax.Array
+    distill_target: jax.Array | None = None
+    """(B, A) what the policy mean should be (the env's `distill_target`), or None without distillation."""
+    distill_mask: jax.Array | None = None
+    """(B, A) 1.0 on the action dims the distillation pulls, 0.0 elsewhere (None without distillation)."""
 
 
 @struct.dataclass
@@ -65,6 +69,23 @@ class LossTerms:
     entropy: jax.Array
     approx_kl: jax.Array
     clip_fraction: jax.Array
+    distill: jax.Array
+    """Distillation loss (`distill_loss`) before its weight; 0 when the batch has no distill target."""
+
+
+def distill_loss(mean: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Array:
+    """Masked squared distance of the policy mean to a target, averaged over the batch.
+
+    Args:
+      mean: (B, A) policy means.
+      target: (B, A) target means (a teacher's actions).
+      mask: (B, A) 1.0 on the dims to pull, 0.0 elsewhere.
+
+    Returns:
+      () mean over B of sum(mask * (mean - target)^2) / max(sum(mask), 1).
+    """
+    per_sample = jnp.sum(mask * jnp.square(mean - target), axis=-1)
+    return jnp.mean(per_sample / jnp.maximum(jnp.sum(mask, axis=-1), 1.0))
 
 
 def ppo_loss(
@@ -77,17 +98,20 @@ def ppo_loss(
     value_coef: float,
     entropy_coef: float,
     normalize_advantages: bool,
+    distill_coef: float = 0.0,
 ) -> LossTerms:
-    """Clipped-surrogate PPO loss.
+    """Clipped-surrogate PPO loss, plus the distillation term when the batch carries a target.
 
     Args:
       mean: (B, A) policy means for `batch.obs`.
       log_std: (A,) policy log std.
       value: (B,) critic values for `batch.obs`.
       batch: the behaviour data.
+      distill_coef: weight of `distill_loss` (used only when `batch.distill_target` is set).
 
     Returns:
-      LossTerms with `total` = policy + value_coef * value - entropy_coef * entropy.
+      LossTerms with `total` = policy + value_coef * value - entropy_coef * entropy
+      [+ distill_coef * distill].
     """
     adv = batch.advantage
     if normalize_advantages:
@@ -100,6 +124,11 @@ def ppo_loss(
     value_loss = 0.5 * jnp.mean(jnp.square(value - batch.target))
     entropy = gaussian_entropy(log_std)
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
+    distill = jnp.zeros((), jnp.float32)
+    if batch.distill_target is not None:
+        distill = distill_loss(mean, batch.distill_target, batch.distill_mask)
+        if distill_coef > 0:
+            total = total + distill_coef * distill
     return LossTerms(
         total=total,
         policy=policy_loss,
@@ -107,4 +136,5 @@ def ppo_loss(
         entropy=entropy,
         approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
         clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32)),
+        distill=distill,
     )

@@ -44,6 +44,22 @@ class Transition:
     """(T, N) 1.0 where the episode terminated (no bootstrap)."""
     done: jax.Array
     """(T, N) 1.0 where the episode ended for any reason."""
+    distill_target: jax.Array | None = None
+    """(T, N, A) the env's target for the policy mean on `obs` (`env.distill_target`); None without."""
+    distill_mask: jax.Array | None = None
+    """(T, N, A) the dims that target pulls (1.0) or not (0.0); None without distillation."""
+
+
+def has_distill_target(env: Env) -> bool:
+    """Whether `env` has the optional hook `distill_target(params, state) -> (target (A,), mask (A,))`:
+    what the policy mean should be on the state it acts on (e.g. a teacher's action), and where."""
+    return callable(getattr(env, "distill_target", None))
+
+
+def distill_targets(env: Env, env_params: Any, state: State) -> tuple[jax.Array, jax.Array]:
+    """The env's distillation targets and masks for a batch of worlds: (N, A) each, float32."""
+    target, mask = jax.vmap(env.distill_target, in_axes=(None, 0))(env_params, state)
+    return jnp.asarray(target, jnp.float32), jnp.asarray(mask, jnp.float32)
 
 
 def world_keys(key: jax.Array, num_envs: int, shards: Shards | None = None) -> jax.Array:
@@ -115,8 +131,12 @@ def rollout(
     key: jax.Array,
     unroll_length: int,
     shards: Shards | None = None,
+    distill: bool = False,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times with the current policy.
+
+    With `distill` (and an env that has the hook, `has_distill_target`) each transition also keeps the
+    env's distillation target and mask for the state the policy acted on.
 
     Reset states are drawn once per iteration (not per step) and swapped in by mask where a world's
     episode ended. With `shards` (inside `shard_map`) the N worlds are this device's share; their random
@@ -130,12 +150,14 @@ def rollout(
     reset_key, step_key = jax.random.split(key)
     first = batch_reset(env, env_params, world_keys(reset_key, num_envs, shards))
     zero_metrics = jax.tree.map(jnp.zeros_like, _reduce_worlds(state.env.metrics))
+    distill = distill and has_distill_target(env)
 
     def body(carry, step_key):
         rs, summary, metric_sum = carry
         raw, log_prob, action = sample_action(
             net, net_params, normalizer, rs.env.obs, step_key, normalize, shards
         )
+        target, mask = distill_targets(env, env_params, rs.env) if distill else (None, None)
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward
         ep_length = rs.episode_length + 1.0
@@ -152,6 +174,8 @@ def rollout(
             next_obs=stepped.obs,
             termination=stepped.done * (1.0 - stepped.truncation),
             done=stepped.done,
+            distill_target=target,
+            distill_mask=mask,
         )
         return (rs, summary, metric_sum), transition
 

@@ -134,6 +134,7 @@ def update(
             value_coef=config.value_coef,
             entropy_coef=config.entropy_coef,
             normalize_advantages=local_advantages,
+            distill_coef=config.distill_coef,
         )
         return terms.total, terms
 
@@ -164,7 +165,8 @@ def update(
 def advantages_and_batch(
     net: ActorCritic, config: PPOConfig, params: Any, normalizer: Normalizer, traj: Transition
 ) -> LossBatch:
-    """Values of the (T, N) trajectory in one batched pass, GAE, then a flat (T*N, ...) loss batch."""
+    """Values of the (T, N) trajectory in one batched pass, GAE, then a flat (T*N, ...) loss batch
+    (carrying the trajectory's distillation targets, when it has them)."""
     norm = config.normalize_observations
     value = net.apply(params, normalizer(traj.obs, norm), method=ActorCritic.value_only)
     next_value = net.apply(params, normalizer(traj.next_obs, norm), method=ActorCritic.value_only)
@@ -178,7 +180,13 @@ def advantages_and_batch(
         config.gae_lambda,
     )
     flat = LossBatch(
-        obs=traj.obs, action=traj.action, log_prob=traj.log_prob, advantage=advantage, target=target
+        obs=traj.obs,
+        action=traj.action,
+        log_prob=traj.log_prob,
+        advantage=advantage,
+        target=target,
+        distill_target=traj.distill_target,
+        distill_mask=traj.distill_mask,
     )
     return jax.tree.map(_flatten_time, flat)
 
@@ -237,6 +245,7 @@ def train_iteration(
         rollout_key,
         config.unroll_length,
         shards,
+        distill=config.distill_coef > 0,
     )
     normalizer = train_state.normalizer
     if config.normalize_observations:

@@ -1,0 +1,157 @@
+"""The walking teacher: a trained `walk` policy that other tasks run beside theirs for policy distillation.
+
+`load_teacher` reads the network and observation statistics of a `walk` checkpoint (and nothing else of
+it, so a teacher trained with MuJoCo Warp loads on a CPU run and the reverse); `teacher_action` is its
+deterministic action for a `boxjax.envs.walk.walk_observation`. A `Teacher` is a pytree: put it in an
+env's params and call `teacher_action` inside the jitted, vmapped step, e.g. in the env hook
+
+    def distill_target(self, params, state):
+        obs = walk.walk_observation(self.me, state.data, state.info.walk_command)
+        return teacher.teacher_action(params.teacher, obs), params.teacher.leg_mask
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+from flax import struct
+
+from boxjax import mjcf
+from boxjax.envs import walk
+from boxjax.rl import checkpoint
+from boxjax.rl.networks import ActorCritic, Normalizer
+
+TASK = "walk"
+"""The task a teacher checkpoint must come from."""
+
+
+@struct.dataclass
+class Teacher:
+    """A walking policy frozen for acting: parameters, observation statistics and the legs' action dims."""
+
+    params: Any
+    """Actor-critic parameters (flax) of the walk policy."""
+    normalizer: Normalizer
+    """Its running observation statistics."""
+    leg_mask: jax.Array
+    """(A,) float32 1.0 on the action dims of hips, knees, ankles and toes."""
+    policy_hidden: tuple[int, ...] = struct.field(pytree_node=False)
+    """Hidden widths of the policy MLP (static)."""
+    value_hidden: tuple[int, ...] = struct.field(pytree_node=False)
+    """Hidden widths of the value MLP (static; only to rebuild the module)."""
+    normalize: bool = struct.field(pytree_node=False)
+    """Whether the policy was trained on normalised observations (static)."""
+
+    @property
+    def action_size(self) -> int:
+        """Action dims of the body."""
+        return int(self.leg_mask.shape[-1])
+
+    def network(self) -> ActorCritic:
+        """The flax module the parameters belong to."""
+        return ActorCritic(
+            action_size=self.action_size,
+            policy_hidden=self.policy_hidden,
+            value_hidden=self.value_hidden,
+            init_log_std=0.0,
+        )
+
+
+def teacher_action(teacher: Teacher, walk_obs: jax.Array) -> jax.Array:
+    """The teacher's deterministic action: its policy mean clipped to [-1, 1].
+
+    Args:
+      teacher: from `load_teacher`.
+      walk_obs: (..., O) `walk.walk_observation` of the fighter (one world, or a batch).
+
+    Returns:
+      (..., A) float32 action for every dim of the body (mask with `teacher.leg_mask`).
+    """
+    normed = teacher.normalizer(jnp.asarray(walk_obs, jnp.float32), teacher.normalize)
+    mean, _ = teacher.network().apply(teacher.params, normed, method=ActorCritic.policy_only)
+    return jnp.clip(mean, -1.0, 1.0)
+
+
+def _mismatch(directory: str, problems: list[str]) -> None:
+    if problems:
+        raise checkpoint.CheckpointMismatchError(
+            f"cannot load a walking teacher from {directory!r}:\n  " + "\n  ".join(problems)
+        )
+
+
+def _check_task(directory: str, meta: dict[str, Any], body: str) -> None:
+    """Refuse a checkpoint of another task or body, naming both."""
+    problems = []
+    if meta.get("env") != TASK:
+        problems.append(f"task: checkpoint is {meta.get('env')!r}, a teacher must be {TASK!r}")
+    if meta.get("body") != body:
+        problems.append(f"body: checkpoint has {meta.get('body')!r}, this run has {body!r}")
+    _mismatch(directory, problems)
+
+
+def _check_sizes(directory: str, meta: dict[str, Any], obs_size: int, act_size: int) -> None:
+    """Refuse a walker whose observation or action size differs from this code's (an older walk task)."""
+    sizes = (("observation_size", obs_size), ("action_size", act_size))
+    problems = [
+        f"{k}: checkpoint has {meta.get(k)!r}, the walk task of this body now has {v}"
+        for k, v in sizes
+        if meta.get(k) != v
+    ]
+    _mismatch(directory, problems)
+
+
+def _restore_policy(directory: str, step: int, abstract: dict[str, Any]) -> dict[str, Any]:
+    """Only the `train.params` and `train.normalizer` leaves of a checkpoint's state (partial restore)."""
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    targets = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), abstract)
+    restore_args = ocp.checkpoint_utils.construct_restore_args(targets)
+    args = ocp.args.PyTreeRestore(item=targets, restore_args=restore_args, partial_restore=True)
+    options = ocp.CheckpointManagerOptions(create=False)
+    with ocp.CheckpointManager(os.path.abspath(directory), options=options) as mngr:
+        restored = mngr.restore(step, args=ocp.args.Composite(state=args))
+    return restored["state"]
+
+
+def load_teacher(checkpoint_dir: str, body: str, step: int | None = None) -> Teacher:
+    """Load a walking teacher for fighters of `body`.
+
+    Args:
+      checkpoint_dir: a checkpoint directory written by `experiments/walk.py` (or `ppo.train` on `walk`).
+      body: the body of the fighters it will teach (must be the one it was trained on).
+      step: checkpoint step (default: the newest).
+
+    Returns:
+      The `Teacher` (arrays on the default device).
+
+    Raises:
+      FileNotFoundError: no checkpoint there.
+      boxjax.rl.checkpoint.CheckpointMismatchError: a checkpoint of another task or body, or of another
+        observation or action size than this body's walk observation.
+    """
+    step = checkpoint.latest_step(checkpoint_dir) if step is None else step
+    meta = checkpoint.read_meta(checkpoint_dir, step)
+    if body not in mjcf.BODIES:
+        raise ValueError(f"unknown body {body!r}; valid: {', '.join(mjcf.BODIES)}")
+    _check_task(checkpoint_dir, meta, body)
+    model, arena = mjcf.build(body)
+    obs_size = walk.walk_observation_size(arena.red)
+    _check_sizes(checkpoint_dir, meta, obs_size, int(arena.red.action_size))
+    ppo = meta.get("ppo", {})
+    teacher = Teacher(
+        params=None,
+        normalizer=Normalizer.create(obs_size),
+        leg_mask=jnp.asarray(walk.leg_action_mask(model, arena.red)),
+        policy_hidden=tuple(ppo.get("policy_hidden", (256, 256))),
+        value_hidden=tuple(ppo.get("value_hidden", (256, 256))),
+        normalize=bool(ppo.get("normalize_observations", True)),
+    )
+    params = jax.eval_shape(
+        lambda: teacher.network().init(jax.random.PRNGKey(0), jnp.zeros((1, obs_size), jnp.float32))
+    )
+    abstract = {"train": {"params": params, "normalizer": teacher.normalizer}}
+    restored = _restore_policy(checkpoint_dir, step, abstract)["train"]
+    return teacher.replace(params=restored["params"], normalizer=restored["normalizer"])
