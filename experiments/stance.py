@@ -1,5 +1,8 @@
 """Train the stance task: `python experiments/stance.py --platform cpu|gpu --body simple ...`.
 
+`--platform gpu` runs the fused JAX iteration (MuJoCo Warp); `--platform cpu` runs the CPU path
+(`boxjax.rl.workers`: MuJoCo C collectors and JAX learners, serial or decoupled, see its flags).
+
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration) and checkpoints under
 runs/<name>/checkpoints, and prints the time to solve when the curriculum is solved.
 """
@@ -13,6 +16,40 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _cli  # noqa: E402
 
+CPU_PROFILE = (
+    ("profile/collector_step_s", "step {:.2f}s", "collector step"),
+    ("profile/collector_wait_s", "cwait {:.2f}s", "collector wait"),
+    ("profile/learner_update_s", "learn {:.2f}s", "learner update"),
+    ("profile/allreduce_s", "ar {:.3f}s", "all-reduce"),
+    ("profile/cpu_util", "cpu {:.0%}", "CPU utilisation"),
+)
+"""Per-iteration profile of the CPU path shown in the progress line (all of it is in the JSONL)."""
+
+
+def add_cpu_arguments(parser) -> None:
+    """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.workers`)."""
+    g = parser.add_argument_group("CPU path (--platform cpu)")
+    g.add_argument(
+        "--mode", choices=("auto", "serial", "decoupled"), default="auto", help="auto: serial below 4 cores"
+    )
+    g.add_argument("--collectors", type=int, default=1, help="collector processes N")
+    g.add_argument(
+        "--worlds", type=int, default=None, help="worlds per collector K (--envs = N x K); default 64"
+    )
+    g.add_argument("--collector-threads", type=int, default=0, help="MuJoCo threads per collector (0: auto)")
+    g.add_argument("--learners", type=int, default=1, help="learner processes L (gloo all-reduce)")
+    g.add_argument("--threads-per-learner", type=int, default=0, help="cores per learner M (0: auto)")
+    g.add_argument("--learner-dtype", choices=("fp32", "bf16"), default="fp32", help="update arithmetic")
+
+
+def cpu_worlds(args) -> int:
+    """Total worlds N x K from --collectors, --worlds and --envs (which must agree when both are given)."""
+    if args.worlds is not None and args.envs is not None and args.worlds * args.collectors != args.envs:
+        raise SystemExit(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
+    if args.worlds is not None:
+        return args.worlds * args.collectors
+    return args.envs if args.envs is not None else 64 * args.collectors
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
@@ -24,51 +61,47 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
+    add_cpu_arguments(parser)
     args = parser.parse_args(argv)
 
     from boxjax import platform
 
     platform.configure(args.platform, args.cache)
-    import jax
-
-    from boxjax import envs
+    from boxjax.envs.stance import StanceConfig
     from boxjax.rl import ppo
 
-    defaults = ppo.PPOConfig(num_envs=1024, unroll_length=32, minibatch_size=2048)
-    config = ppo.PPOConfig(**{**defaults.to_dict(), **_cli.ppo_overrides(args)})
-    fused = {"auto": None, "fused": True, "stock": False}[args.factor]
-    from boxjax.envs.stance import StanceConfig
-
+    if args.platform == "cpu":
+        worlds = cpu_worlds(args)
+        overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
+        unroll = overrides.get("unroll_length", 16)
+        defaults = ppo.PPOConfig(num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 4)
+    else:
+        defaults = ppo.PPOConfig(num_envs=1024, unroll_length=32, minibatch_size=2048)
+        overrides = _cli.ppo_overrides(args)
+    config = ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
     options = _cli.field_values(args.env, StanceConfig())
-    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused, **options)
+    levels = StanceConfig(**options).levels
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
-    progress = _cli.Progress(
-        args.iterations,
-        os.path.join(out, "metrics.jsonl"),
-        extra=(("curriculum/level", "amp {:.0f}/" + str(env.config.levels), "level"),),
-    )
-    print(
-        f"stance: body={args.body} impl={env.physics.impl} worlds={config.num_envs} "
-        f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
-        flush=True,
+    level = (("curriculum/level", "amp {:.0f}/" + str(levels), "level"),)
+    extra = level + (CPU_PROFILE if args.platform == "cpu" else ())
+    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
+    common = dict(
+        iterations=args.iterations,
+        minutes=args.minutes,
+        progress_fn=progress,
+        checkpoint_dir=os.path.join(out, "checkpoints"),
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        init=args.init,
+        stop_when_solved=not args.keep_going,
+        start_time_s=_cli.PROCESS_START_S,
     )
     try:
-        result, history = ppo.train_run(
-            env,
-            config,
-            jax.random.PRNGKey(args.seed),
-            iterations=args.iterations,
-            minutes=args.minutes,
-            progress_fn=progress,
-            checkpoint_dir=os.path.join(out, "checkpoints"),
-            checkpoint_every=args.checkpoint_every,
-            resume=args.resume,
-            init=args.init,
-            stop_when_solved=not args.keep_going,
-            stop_on_overflow=args.stop_on_overflow,
-            start_time_s=_cli.PROCESS_START_S,
-        )
+        if args.platform == "cpu":
+            result, history = train_cpu(args, config, options, out, common)
+        else:
+            result, history = train_gpu(args, config, options, out, common)
     finally:
         progress.close()
     if not history:
@@ -95,6 +128,54 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(json.dumps(summary))
     return 0
+
+
+def train_cpu(args, config, options: dict, out: str, common: dict):
+    """The CPU path: collectors on MuJoCo C (`mujoco.batch`), learners with the GPU path's loss code."""
+    import functools
+
+    import jax
+
+    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance_cpu import StanceCpuEnv
+    from boxjax.rl import workers
+
+    layout = workers.WorkersConfig(
+        mode=args.mode,
+        collectors=args.collectors,
+        collector_threads=args.collector_threads,
+        learners=args.learners,
+        threads_per_learner=args.threads_per_learner,
+        learner_dtype=args.learner_dtype,
+    )
+    stance_config = StanceConfig(body=args.body, **options)
+    probe = StanceCpuEnv(stance_config)
+    print(
+        f"stance: body={args.body} physics=mujoco-cpu worlds={config.num_envs} unroll={config.unroll_length} "
+        f"obs={probe.observation_size} act={probe.action_size} -> {out}",
+        flush=True,
+    )
+    factory = functools.partial(StanceCpuEnv, stance_config)
+    return workers.train(factory, config, layout, jax.random.PRNGKey(args.seed), **common)
+
+
+def train_gpu(args, config, options: dict, out: str, common: dict):
+    """The fused JAX path (MuJoCo Warp on a GPU)."""
+    import jax
+
+    from boxjax import envs
+    from boxjax.rl import ppo
+
+    fused = {"auto": None, "fused": True, "stock": False}[args.factor]
+    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused, **options)
+    print(
+        f"stance: body={args.body} impl={env.physics.impl} worlds={config.num_envs} "
+        f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
+        flush=True,
+    )
+    return ppo.train_run(
+        env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
+    )
 
 
 if __name__ == "__main__":

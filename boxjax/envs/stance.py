@@ -14,12 +14,13 @@ import math
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 from flax import struct
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import rewards
+from boxjax.envs import stance_math
 from boxjax.envs.base import EpisodeSummary, State
 from boxjax.physics import mjx as physics
 
@@ -134,14 +135,88 @@ class StanceCurriculum:
     """() bool: a judged window at full amplitude met the solved rule."""
 
 
-def _reference_tables(index: mjcf.FighterIndex, config: StanceConfig, stand_h: float, stance_h: float):
-    rows = max(2, int(round(config.rhythm_period_s / config.control_dt_s)))
+def reference_tables(index: mjcf.FighterIndex, config: StanceConfig) -> np.ndarray:
+    """(rhythm_steps, 2 * nu + 2) float32: stand pose | stance pose with rhythm | stand, stance height."""
+    rows = rhythm_steps(config)
     phase = 2.0 * np.pi * np.arange(rows) / rows
     stand = np.broadcast_to(index.stand_ctrl, (rows, index.stand_ctrl.shape[0]))
     delta = index.stance_ctrl - index.stand_ctrl
     stance = index.stance_ctrl + config.rhythm_depth * np.sin(phase)[:, None] * delta
-    heights = np.broadcast_to(np.array([stand_h, stance_h]), (rows, 2))
+    heights = np.broadcast_to(np.array([index.stand_qpos[2], index.stance_qpos[2]]), (rows, 2))
     return np.concatenate([stand, stance, heights], axis=1).astype(np.float32)
+
+
+def init_curriculum() -> StanceCurriculum:
+    """Level 0 (the plain standing pose), nothing counted yet."""
+    z = jnp.zeros((), jnp.float32)
+    return StanceCurriculum(
+        level=jnp.zeros((), jnp.int32),
+        world_steps=z,
+        episodes=z,
+        falls=z,
+        length_sum=z,
+        last_fall_rate=jnp.ones((), jnp.float32),
+        solved=jnp.zeros((), bool),
+    )
+
+
+def curriculum_amplitude(config: StanceConfig, curriculum: StanceCurriculum) -> jax.Array:
+    """() float32 stance amplitude of the curriculum's level."""
+    return curriculum.level.astype(jnp.float32) / config.levels
+
+
+def update_curriculum(
+    config: StanceConfig, curriculum: StanceCurriculum, stats: EpisodeSummary
+) -> StanceCurriculum:
+    """Count an iteration's episodes into the window; judge the window when it is complete.
+
+    A window lasts ``wait_episodes`` episodes per world. When it is over (and at least one
+    episode finished in it) its fall rate decides: rise one level when falls are rare, and at
+    full amplitude mark the task solved when the solved rule holds. Then a fresh window starts,
+    so early falls of a level never block it forever.
+    """
+    cfg = config
+    cur = curriculum.replace(
+        world_steps=curriculum.world_steps + stats.world_steps,
+        episodes=curriculum.episodes + stats.episodes,
+        falls=curriculum.falls + stats.terminated,
+        length_sum=curriculum.length_sum + stats.length_sum,
+    )
+    episodes = jnp.maximum(cur.episodes, 1.0)
+    fall_rate = cur.falls / episodes
+    judged = (cur.world_steps >= cfg.wait_episodes * cfg.max_steps) & (cur.episodes > 0)
+    at_full = cur.level >= cfg.levels
+    rise = judged & ~at_full & (fall_rate <= cfg.rise_max_fall_rate)
+    meets_rule = (fall_rate <= cfg.solved_max_fall_rate) & (
+        cur.length_sum / episodes >= cfg.solved_min_length_fraction * cfg.max_steps
+    )
+    solved = cur.solved | (judged & at_full & meets_rule)
+    fresh = init_curriculum().replace(
+        level=cur.level + rise.astype(jnp.int32), last_fall_rate=fall_rate, solved=solved
+    )
+    return jax.tree.map(lambda a, b: jnp.where(judged, a, b), fresh, cur.replace(solved=solved))
+
+
+def control_substeps(model: mujoco.MjModel, config: StanceConfig) -> int:
+    """Physics steps per control step; an error when `control_dt_s` is not a multiple of the timestep."""
+    substeps = int(round(config.control_dt_s / model.opt.timestep))
+    if not math.isclose(substeps * model.opt.timestep, config.control_dt_s, rel_tol=1e-6):
+        raise ValueError(
+            f"control_dt_s {config.control_dt_s} is not a multiple of the physics timestep "
+            f"{model.opt.timestep}"
+        )
+    return substeps
+
+
+def rhythm_steps(config: StanceConfig) -> int:
+    """Control steps per period of the reference bounce."""
+    return max(2, int(round(config.rhythm_period_s / config.control_dt_s)))
+
+
+def shove_steps(config: StanceConfig) -> tuple[int, int]:
+    """Range [low, high) of control steps between shoves."""
+    low, high = (int(round(s / config.control_dt_s)) for s in config.shove_interval_s)
+    return low, high
 
 
 class StanceEnv:
@@ -157,23 +232,13 @@ class StanceEnv:
         self.physics = physics_config or physics.PhysicsConfig(
             contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
         )
-        self.substeps = int(round(config.control_dt_s / self.mj_model.opt.timestep))
-        if not math.isclose(self.substeps * self.mj_model.opt.timestep, config.control_dt_s, rel_tol=1e-6):
-            raise ValueError(
-                f"control_dt_s {config.control_dt_s} is not a multiple of the physics timestep "
-                f"{self.mj_model.opt.timestep}"
-            )
-        idx = self.index
-        self.nu = int(idx.act_qpos_adr.shape[0])
-        self.action_size = int(idx.action_size)
+        self.substeps = control_substeps(self.mj_model, config)
+        self.rhythm_steps = rhythm_steps(config)
+        self.shove_steps = shove_steps(config)
+        self.layout = stance_math.Layout.build(self.mj_model, self.index, self.rhythm_steps)
+        self.nu = self.layout.nu
+        self.action_size = int(self.index.action_size)
         self.observation_size = 4 * self.nu + 15 + self.action_size
-        self.body_weight_n = float(self.mj_model.body_subtreemass[0] * -self.mj_model.opt.gravity[2])
-        self.root_q = int(idx.qpos_adr)
-        self.root_v = int(idx.dof_adr)
-        self.stand_height = float(idx.stand_qpos[2])
-        self.stance_height = float(idx.stance_qpos[2])
-        self.rhythm_steps = max(2, int(round(config.rhythm_period_s / config.control_dt_s)))
-        self.shove_steps = tuple(int(round(s / config.control_dt_s)) for s in config.shove_interval_s)
 
     # -- protocol -------------------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -182,26 +247,22 @@ class StanceEnv:
 
     def default_params(self) -> StanceParams:
         """Model, data template and reference tables on the device; amplitude 0."""
-        tables = _reference_tables(self.index, self.config, self.stand_height, self.stance_height)
         return StanceParams(
             model=physics.put_model(self.mj_model, self.physics),
             template=physics.make_data(self.mj_model, self.physics),
-            tables=jnp.asarray(tables),
+            tables=jnp.asarray(reference_tables(self.index, self.config)),
             amplitude=jnp.zeros((), jnp.float32),
         )
 
     def reset(self, params: StanceParams, key: jax.Array) -> State:
         """The reference pose at the current amplitude with a little noise, at a random rhythm phase."""
-        idx = self.index
         key, k_noise, k_phase, k_shove = jax.random.split(key, 4)
-        amp = params.amplitude
-        joints = jnp.asarray(idx.stand_ctrl) + amp * jnp.asarray(idx.stance_ctrl - idx.stand_ctrl)
-        noise = self.config.init_noise_rad
-        joints = joints + jax.random.uniform(k_noise, joints.shape, jnp.float32, -noise, noise)
-        root = jnp.asarray(idx.stand_qpos[:7]) + amp * jnp.asarray(idx.stance_qpos[:7] - idx.stand_qpos[:7])
-        root = root.at[3:7].set(root[3:7] / jnp.linalg.norm(root[3:7]))
-        qpos = params.template.qpos.at[self.root_q : self.root_q + 7].set(root)
-        qpos = qpos.at[idx.act_qpos_adr].set(joints)
+        amp, noise = params.amplitude, self.config.init_noise_rad
+        noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -noise, noise)
+        root, joints = stance_math.initial_pose(self.index, amp, noise, jnp)
+        root_q = self.layout.root_q
+        qpos = params.template.qpos.at[root_q : root_q + 7].set(root)
+        qpos = qpos.at[self.layout.act_qpos_adr].set(joints)
         data = params.template.replace(qpos=qpos, qvel=jnp.zeros_like(params.template.qvel), ctrl=joints)
         info = StanceInfo(
             step=jnp.zeros((), jnp.int32),
@@ -210,9 +271,21 @@ class StanceEnv:
             prev_action=jnp.zeros((self.action_size,), jnp.float32),
             key=key,
         )
-        row = params.tables[info.phase]
+        ref_pose, ref_height = stance_math.reference(params.tables[info.phase], amp, self.nu)
+        touch = jnp.zeros((2,), jnp.float32)
+        obs = stance_math.observe(
+            data.qpos,
+            data.qvel,
+            touch,
+            ref_pose,
+            ref_height,
+            amp,
+            info.phase,
+            info.prev_action,
+            self.layout,
+            jnp,
+        )
         zero = jnp.zeros((), jnp.float32)
-        obs = self._observe(data, row, amp, info.phase, info.prev_action, jnp.zeros((2,), jnp.float32))
         return State(
             data=data,
             obs=obs,
@@ -225,33 +298,37 @@ class StanceEnv:
 
     def step(self, params: StanceParams, state: State, action: jax.Array) -> State:
         """Apply the action around the reference, maybe shove, step the physics, score the result."""
-        info, idx, cfg = state.info, self.index, self.config
+        info, cfg, lay = state.info, self.config, self.layout
         phase = (info.phase + 1) % self.rhythm_steps
-        row = params.tables[phase]  # the one reference lookup of this step
-        ref_pose, ref_height = self._reference(row, params.amplitude)
-        per_actuator = action[jnp.asarray(idx.action_group)]
-        lo, hi = jnp.asarray(idx.ctrl_range[:, 0]), jnp.asarray(idx.ctrl_range[:, 1])
-        ctrl = jnp.clip(ref_pose + cfg.action_scale_rad * per_actuator, lo, hi)
+        amp = params.amplitude
+        ref_pose, ref_height = stance_math.reference(params.tables[phase], amp, self.nu)
+        ctrl = stance_math.joint_targets(ref_pose, action, lay, cfg.action_scale_rad, jnp)
         key, k_dir, k_speed, k_next = jax.random.split(info.key, 4)
         shove = info.step == info.next_shove
-        kick = self._shove_velocity(k_dir, k_speed) * shove
-        qvel = state.data.qvel.at[self.root_v : self.root_v + 2].add(kick)
+        angle = jax.random.uniform(k_dir, (), jnp.float32, 0.0, 2.0 * jnp.pi)
+        speed = jax.random.uniform(k_speed, (), jnp.float32, *cfg.shove_speed_mps)
+        kick = stance_math.shove_velocity(angle, speed, jnp) * shove
+        qvel = state.data.qvel.at[lay.root_v : lay.root_v + 2].add(kick)
         data = physics.step(params.model, state.data.replace(ctrl=ctrl, qvel=qvel), self.substeps)
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
-        touch = data.sensordata[jnp.asarray(idx.touch_sensor_adr)]
-        terms, fell = self._score(data, ref_pose, ref_height, touch, action, info.prev_action)
+        touch = data.sensordata[lay.touch_adr]
+        terms, fell = stance_math.score(
+            data.qpos, data.qvel, touch, ref_pose, ref_height, action, info.prev_action, lay, cfg, jnp
+        )
         fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
         step = info.step + 1
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
-        reward = sum(terms.values()) - cfg.w_fall * fell
+        reward = stance_math.total_reward(terms, fell, cfg.w_fall)
         next_shove = jnp.where(
             shove, step + jax.random.randint(k_next, (), *self.shove_steps), info.next_shove
         )
         info = StanceInfo(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=key)
-        obs = self._observe(data, row, params.amplitude, phase, action, touch)
+        obs = stance_math.observe(
+            data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
+        )
         metrics = {f"reward/{k}": v for k, v in terms.items()}
         metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=1.0 - finite.astype(jnp.float32))
@@ -268,109 +345,22 @@ class StanceEnv:
     # -- curriculum -----------------------------------------------------------------------------------
     def init_curriculum(self) -> StanceCurriculum:
         """Level 0 (the plain standing pose), nothing counted yet."""
-        z = jnp.zeros((), jnp.float32)
-        return StanceCurriculum(
-            level=jnp.zeros((), jnp.int32),
-            world_steps=z,
-            episodes=z,
-            falls=z,
-            length_sum=z,
-            last_fall_rate=jnp.ones((), jnp.float32),
-            solved=jnp.zeros((), bool),
-        )
+        return init_curriculum()
 
     def apply_curriculum(self, params: StanceParams, curriculum: StanceCurriculum) -> StanceParams:
         """Write the amplitude of the current level into the params."""
-        return params.replace(amplitude=curriculum.level.astype(jnp.float32) / self.config.levels)
+        return params.replace(amplitude=curriculum_amplitude(self.config, curriculum))
 
     def update_curriculum(self, curriculum: StanceCurriculum, stats: EpisodeSummary) -> StanceCurriculum:
-        """Count this iteration's episodes into the window; judge the window when it is complete.
-
-        A window lasts ``wait_episodes`` episodes per world. When it is over (and at least one
-        episode finished in it) its fall rate decides: rise one level when falls are rare, and at
-        full amplitude mark the task solved when the solved rule holds. Then a fresh window starts,
-        so early falls of a level never block it forever.
-        """
-        cfg = self.config
-        cur = curriculum.replace(
-            world_steps=curriculum.world_steps + stats.world_steps,
-            episodes=curriculum.episodes + stats.episodes,
-            falls=curriculum.falls + stats.terminated,
-            length_sum=curriculum.length_sum + stats.length_sum,
-        )
-        episodes = jnp.maximum(cur.episodes, 1.0)
-        fall_rate = cur.falls / episodes
-        judged = (cur.world_steps >= cfg.wait_episodes * cfg.max_steps) & (cur.episodes > 0)
-        at_full = cur.level >= cfg.levels
-        rise = judged & ~at_full & (fall_rate <= cfg.rise_max_fall_rate)
-        meets_rule = (fall_rate <= cfg.solved_max_fall_rate) & (
-            cur.length_sum / episodes >= cfg.solved_min_length_fraction * cfg.max_steps
-        )
-        solved = cur.solved | (judged & at_full & meets_rule)
-        fresh = self.init_curriculum().replace(
-            level=cur.level + rise.astype(jnp.int32), last_fall_rate=fall_rate, solved=solved
-        )
-        return jax.tree.map(lambda a, b: jnp.where(judged, a, b), fresh, cur.replace(solved=solved))
+        """See the module-level `update_curriculum`."""
+        return update_curriculum(self.config, curriculum, stats)
 
     def solved(self, curriculum: StanceCurriculum, stats: EpisodeSummary) -> jax.Array:
         """Whether a judged window at full amplitude had falls <= 5 % and full-length episodes."""
         return curriculum.solved
 
-    # -- pieces ---------------------------------------------------------------------------------------
-    def _reference(self, row: jax.Array, amplitude: jax.Array) -> tuple[jax.Array, jax.Array]:
-        nu = self.nu
-        stand, stance, heights = row[:nu], row[nu : 2 * nu], row[2 * nu :]
-        return stand + amplitude * (stance - stand), heights[0] + amplitude * (heights[1] - heights[0])
-
-    def _shove_velocity(self, k_dir: jax.Array, k_speed: jax.Array) -> jax.Array:
-        angle = jax.random.uniform(k_dir, (), jnp.float32, 0.0, 2.0 * jnp.pi)
-        speed = jax.random.uniform(k_speed, (), jnp.float32, *self.config.shove_speed_mps)
-        return speed * jnp.stack([jnp.cos(angle), jnp.sin(angle)])
-
-    def _observe(self, data, row, amplitude, phase, prev_action, touch) -> jax.Array:
-        idx = self.index
-        ref_pose, ref_height = self._reference(row, amplitude)
-        quat = data.qpos[self.root_q + 3 : self.root_q + 7]
-        lin_vel = rewards.quat_rotate_inverse(quat, data.qvel[self.root_v : self.root_v + 3])
-        angle = 2.0 * jnp.pi * phase.astype(jnp.float32) / self.rhythm_steps
-        parts = [
-            data.qpos[jnp.asarray(idx.act_qpos_adr)],
-            0.1 * data.qvel[jnp.asarray(idx.act_dof_adr)],
-            ref_pose,
-            data.qpos[jnp.asarray(idx.act_qpos_adr)] - ref_pose,
-            jnp.stack([data.qpos[self.root_q + 2] - ref_height]),
-            rewards.gravity_in_frame(quat),
-            lin_vel,
-            0.25 * data.qvel[self.root_v + 3 : self.root_v + 6],
-            touch / self.body_weight_n,
-            jnp.stack([jnp.sin(angle), jnp.cos(angle), amplitude]),
-            prev_action,
-        ]
-        return jnp.concatenate([jnp.asarray(p, jnp.float32).reshape(-1) for p in parts])
-
-    def _score(self, data, ref_pose, ref_height, touch, action, prev_action):
-        cfg, idx = self.config, self.index
-        quat = data.qpos[self.root_q + 3 : self.root_q + 7]
-        gravity = rewards.gravity_in_frame(quat)
-        height = data.qpos[self.root_q + 2]
-        joints = data.qpos[jnp.asarray(idx.act_qpos_adr)]
-        terms = {
-            "alive": jnp.float32(cfg.w_alive),
-            "pose": cfg.w_pose * rewards.pose_tracking(joints, ref_pose, 0.05 * self.nu),
-            "height": cfg.w_height * rewards.height_tracking(height, ref_height, 0.01),
-            "upright": cfg.w_upright * rewards.upright(gravity),
-            "feet": cfg.w_feet * rewards.feet_support(touch, self.body_weight_n),
-            "action_rate": -cfg.w_action_rate * rewards.action_rate(action, prev_action),
-            "root_speed": -cfg.w_root_speed * rewards.root_velocity(data.qvel[self.root_v : self.root_v + 3]),
-        }
-        fell = (height < cfg.fall_height_fraction * ref_height) | (
-            rewards.upright(gravity) < cfg.fall_upright_cos
-        )
-        return {k: jnp.asarray(v, jnp.float32) for k, v in terms.items()}, fell.astype(jnp.float32)
-
     def _zero_metrics(self) -> dict[str, jax.Array]:
-        names = ["alive", "pose", "height", "upright", "feet", "action_rate", "root_speed"]
-        metrics = {f"reward/{k}": jnp.zeros((), jnp.float32) for k in names}
+        metrics = {f"reward/{k}": jnp.zeros((), jnp.float32) for k in stance_math.TERMS}
         metrics.update({f"overflow/{k}": jnp.zeros((), jnp.float32) for k in physics.OVERFLOW_BITS})
         metrics.update(fall=jnp.zeros(()), shove=jnp.zeros(()), nan=jnp.zeros(()))
         return {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

@@ -1,0 +1,248 @@
+"""The CPU path's learner: the GPU path's PPO update, split over L learner processes.
+
+The loss code is the GPU path's: `train_step.advantages_and_batch` (values and GAE), `train_step.minibatches`
+(one permutation per epoch), `losses.ppo_loss`, `networks.ActorCritic`, `train_step.make_optimizer` and
+`train_step.adapt_learning_rate`.
+What differs is the loop: each minibatch is one jitted gradient call, then (with L > 1) one all-reduce of
+the flat gradient across the learners, then one jitted optimiser step, so the all-reduce can be timed.
+
+With L learners every one of them computes the observation statistics, values and GAE of the whole
+batch (a forward pass, cheap next to the update) and the same permutation; learner r then takes rows
+[r * M / L, (r + 1) * M / L) of each minibatch of M rows. Advantages are normalised with the statistics
+of the whole minibatch, so the mean of the L gradients is the gradient of the serial update: L learners
+give the serial result up to float rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
+
+from boxjax.rl.buffers import BufferNames, Buffers, EnvSizes, LearnerState
+from boxjax.rl.config import PPOConfig
+from boxjax.rl.losses import LossBatch, LossTerms, ppo_loss
+from boxjax.rl.networks import ActorCritic, Normalizer
+from boxjax.rl.rollout import Transition
+from boxjax.rl.train_step import (
+    adapt_learning_rate,
+    advantages_and_batch,
+    make_network,
+    make_optimizer,
+    minibatches,
+)
+
+DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+"""Arithmetic of the learner's forward and backward passes (parameters and optimiser stay float32)."""
+
+TERM_NAMES = tuple(f.name for f in dataclasses.fields(LossTerms))
+
+AllReduce = Callable[[jax.Array], jax.Array]
+"""Mean of a flat float32 array over the learners (every learner gets the same result)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnTimes:
+    """Where a learner's iteration went (seconds)."""
+
+    update_s: float
+    """The whole update: statistics, GAE, every epoch and minibatch."""
+    allreduce_s: float
+    """Of which waiting for gradient all-reduces."""
+
+
+class Learner:
+    """One learner of L (see the module docstring)."""
+
+    def __init__(
+        self,
+        net: ActorCritic,
+        config: PPOConfig,
+        dtype: str = "fp32",
+        rank: int = 0,
+        learners: int = 1,
+        allreduce: AllReduce | None = None,
+    ):
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown learner dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+        if config.minibatch_size % learners:
+            raise ValueError(
+                f"minibatch_size {config.minibatch_size} must be a multiple of learners {learners}"
+            )
+        if (learners > 1) != (allreduce is not None):
+            raise ValueError("an all-reduce is needed exactly when there are several learners")
+        self.net, self.config, self.dtype = net, config, DTYPES[dtype]
+        self.rank, self.learners, self.allreduce = rank, learners, allreduce
+        self._normalizer = jax.jit(lambda normalizer, obs: normalizer.update(obs))
+        self._batch = jax.jit(functools.partial(advantages_and_batch, net, config))
+        self._shuffle = jax.jit(self._local_minibatches)
+        self._grads = jax.jit(self._flat_gradient)
+        self._apply = jax.jit(self._apply_gradient)
+
+    def learn(
+        self, state: LearnerState, traj: Transition, key: jax.Array
+    ) -> tuple[LearnerState, dict, LearnTimes]:
+        """One iteration's update of `state` on the (T, N) experience `traj` (numpy or JAX).
+
+        Returns:
+          the new state, the loss terms averaged over all gradient steps, and the times.
+        """
+        tick = time.perf_counter()
+        cfg = self.config
+        state, traj = jax.device_put((state, traj))  # once, not at every call
+        normalizer = state.normalizer
+        if cfg.normalize_observations:
+            normalizer = self._normalizer(normalizer, traj.obs)
+        batch = self._batch(state.params, normalizer, traj)
+        params, opt_state = state.params, state.opt_state
+        terms, allreduce_s = [], 0.0
+        for epoch_key in jax.random.split(key, cfg.num_epochs):
+            local, advantage = self._shuffle(batch, epoch_key)
+            for j in range(cfg.num_minibatches):
+                flat = self._grads(params, normalizer, local, advantage, j)
+                if self.allreduce is not None:
+                    flat.block_until_ready()
+                    t0 = time.perf_counter()
+                    flat = self.allreduce(flat).block_until_ready()
+                    allreduce_s += time.perf_counter() - t0
+                params, opt_state, step_terms = self._apply(params, opt_state, flat)
+                terms.append(step_terms)
+        means = np.mean(np.stack(jax.device_get(terms)), axis=0)
+        new_state = LearnerState(params=params, opt_state=opt_state, normalizer=normalizer)
+        jax.block_until_ready(new_state)
+        times = LearnTimes(update_s=time.perf_counter() - tick, allreduce_s=allreduce_s)
+        return new_state, dict(zip(TERM_NAMES, (float(x) for x in means), strict=True)), times
+
+    # -- jitted pieces ----------------------------------------------------------------------------------
+    def _local_minibatches(self, batch: LossBatch, key: jax.Array) -> tuple[LossBatch, jax.Array]:
+        """This learner's rows of each minibatch (NMB, M / L, ...) and the whole minibatches' advantages."""
+        shuffled = minibatches(batch, key, self.config.num_minibatches)
+        rows = self.config.minibatch_size // self.learners
+        lo = self.rank * rows
+        return jax.tree.map(lambda x: x[:, lo : lo + rows], shuffled), shuffled.advantage
+
+    def _flat_gradient(
+        self, params: Any, normalizer: Normalizer, local: LossBatch, advantage: jax.Array, j: jax.Array
+    ) -> jax.Array:
+        """Gradient of minibatch `j`'s loss on this learner's rows, flat, then the loss terms."""
+        cfg = self.config
+        mb = jax.tree.map(lambda x: x[j], local)
+        if cfg.normalize_advantages:
+            whole = advantage[j]
+            mb = mb.replace(advantage=(mb.advantage - whole.mean()) / (whole.std() + 1e-8))
+
+        def loss_fn(p: Any) -> tuple[jax.Array, LossTerms]:
+            obs = normalizer(mb.obs, cfg.normalize_observations)
+            low = jax.tree.map(lambda x: x.astype(self.dtype), p)
+            mean, log_std, value = self.net.apply(low, obs.astype(self.dtype))
+            f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+            terms = ppo_loss(
+                f32(mean),
+                f32(log_std),
+                f32(value),
+                mb,
+                clip_eps=cfg.clip_eps,
+                value_coef=cfg.value_coef,
+                entropy_coef=cfg.entropy_coef,
+                normalize_advantages=False,
+                distill_coef=cfg.distill_coef,
+            )
+            return terms.total, terms
+
+        grads, terms = jax.grad(loss_fn, has_aux=True)(params)
+        return jnp.concatenate([ravel_pytree(grads)[0], jnp.stack([getattr(terms, n) for n in TERM_NAMES])])
+
+    def _apply_gradient(self, params: Any, opt_state: Any, flat: jax.Array) -> tuple[Any, Any, jax.Array]:
+        """One optimiser step with the flat (all-reduced) gradient, its step size first adapted to the
+        minibatch's KL as on the GPU path; returns the loss terms that trail the gradient."""
+        size = sum(x.size for x in jax.tree.leaves(params))
+        _, unravel = ravel_pytree(params)
+        terms = flat[size:]
+        opt_state = adapt_learning_rate(self.config, opt_state, terms[TERM_NAMES.index("approx_kl")])
+        updates, opt_state = make_optimizer(self.config).update(unravel(flat[:size]), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, terms
+
+
+def make_allreduce(learners: int) -> AllReduce:
+    """Mean over the `learners` processes of a `jax.distributed` CPU job (gloo collectives)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()), ("learner",))
+    stacked = NamedSharding(mesh, PartitionSpec("learner"))
+    mean = jax.jit(lambda x: x.mean(axis=0), out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+    def allreduce(flat: jax.Array) -> jax.Array:
+        whole = jax.make_array_from_single_device_arrays((learners, flat.size), stacked, [flat[None]])
+        return mean(whole).addressable_data(0)
+
+    return allreduce
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerSpec:
+    """Everything a learner process needs (picklable)."""
+
+    rank: int
+    learners: int
+    dtype: str
+    sizes: EnvSizes
+    config: PPOConfig
+    buffers: BufferNames
+
+
+class LearnerWorker:
+    """A learner attached to the shared buffers: `handle` one iteration's update."""
+
+    def __init__(self, spec: LearnerSpec):
+        net = make_network(spec.sizes, spec.config)
+        allreduce = make_allreduce(spec.learners) if spec.learners > 1 else None
+        self.learner = Learner(net, spec.config, spec.dtype, spec.rank, spec.learners, allreduce)
+        self.buffers = Buffers.attach(spec.buffers, spec.sizes, spec.config)
+        self.rank = spec.rank
+
+    def handle(self, iteration: int, key: np.ndarray) -> tuple[dict, LearnTimes]:
+        """Update on iteration `iteration`'s rollout from the state after `iteration` updates.
+
+        Learner 0 publishes the new state and policy into the slots of `iteration + 1`.
+        """
+        slot = iteration % len(self.buffers.state)
+        state = self.buffers.state[slot].read()
+        traj = self.buffers.rollout[slot].view()
+        state, terms, times = self.learner.learn(state, traj, jnp.asarray(key))
+        if self.rank == 0:
+            self.buffers.publish(iteration + 1, jax.device_get(state))
+        return terms, times
+
+    def close(self) -> None:
+        """Detach from the buffers."""
+        self.buffers.close()
+
+
+def serve(conn: Connection, spec: LearnerSpec) -> None:
+    """A learner process's loop: ("learn", iteration, key) -> ("learned", iteration, terms, times)."""
+    try:
+        worker = LearnerWorker(spec)
+        conn.send(("ready", spec.rank))
+        while True:
+            message = conn.recv()
+            if message[0] == "stop":
+                break
+            _, iteration, key = message
+            terms, times = worker.handle(iteration, key)
+            conn.send(("learned", iteration, terms, times))
+        worker.close()
+    except EOFError:  # the coordinator is gone: nothing left to do
+        return
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        raise

@@ -1,0 +1,266 @@
+"""CPU path: the numpy stance environment against the JAX one, the workers, clean shutdown.
+
+Small on purpose (simple body, 4 worlds, tiny networks): the whole file runs in a few minutes on 2 cores.
+"""
+
+import functools
+import os
+import signal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from boxjax import envs
+from boxjax.envs import stance_math
+from boxjax.envs.stance import StanceConfig
+from boxjax.envs.stance_cpu import StanceCpuEnv, StanceTask
+from boxjax.envs.wrappers import autoreset_step, batch_reset
+from boxjax.rl import checkpoint, workers
+from boxjax.rl.buffers import LearnerState
+from boxjax.rl.config import PPOConfig
+from boxjax.rl.learner import Learner
+from boxjax.rl.networks import gaussian_log_prob
+from boxjax.rl.rollout import Transition
+from boxjax.rl.train_step import advantages_and_batch, init_train_state, make_network, update
+
+WORLDS = 4
+MATH_ATOL = 1e-5
+"""Same inputs, same formulas in numpy and in JAX (float32): only round-off differs."""
+STEP_OBS_ATOL = 2e-4
+STEP_REWARD_ATOL = 1e-4
+"""One control step from the same state: MuJoCo C (float64) against MJX (float32, "highest" matmuls).
+Measured: 3e-5 on observations (foot touch forces), 1e-5 on rewards."""
+UPDATE_ATOL = 1e-5
+"""The same update computed by another arrangement of the same XLA code (or split over learners)."""
+
+OPTIONS = {"episode_s": 0.5, "shove_interval_s": (0.1, 0.3), "shove_speed_mps": (0.0, 0.0)}
+"""Short episodes and frequent (zero-speed) shoves, so a few steps cover resets and shove draws."""
+TASK = StanceConfig(**OPTIONS)
+FACTORY = functools.partial(StanceCpuEnv, StanceConfig(episode_s=0.25))
+TINY = PPOConfig(
+    num_envs=WORLDS,
+    unroll_length=4,
+    minibatch_size=8,
+    num_epochs=2,
+    policy_hidden=(16,),
+    value_hidden=(16,),
+)
+
+
+@functools.cache
+def jax_env():
+    return envs.make("stance", body="simple", impl="jax", num_worlds=WORLDS, **OPTIONS)
+
+
+@functools.cache
+def jax_fns():
+    env = jax_env()
+    reset = jax.jit(lambda p, keys: batch_reset(env, p, keys))
+    step = jax.jit(lambda p, s, f, a: autoreset_step(env, p, s, f, a))
+    return reset, step
+
+
+def _np(x):
+    return np.asarray(x)
+
+
+def _numpy_obs_and_reward(env, params, before, after, action):
+    """The stance math in numpy over all worlds at once, from the JAX env's physics after a step."""
+    lay, amp = env.layout, _np(params.amplitude)
+    ref_pose, ref_height = stance_math.reference(_np(params.tables)[_np(after.info.phase)], amp, lay.nu)
+    qpos, qvel = _np(after.data.qpos), _np(after.data.qvel)
+    touch = _np(after.data.sensordata)[:, lay.touch_adr]
+    prev = _np(before.info.prev_action)
+    obs = stance_math.observe(
+        qpos, qvel, touch, ref_pose, ref_height, amp, _np(after.info.phase), action, lay, np
+    )
+    terms, fell = stance_math.score(
+        qpos, qvel, touch, ref_pose, ref_height, action, prev, lay, env.config, np
+    )
+    return obs, stance_math.total_reward(terms, fell, env.config.w_fall), terms
+
+
+def test_shared_math_in_numpy_matches_the_jax_env():
+    env, (reset, step) = jax_env(), jax_fns()
+    params = env.default_params().replace(amplitude=jnp.float32(0.375))
+    state = reset(params, jax.random.split(jax.random.PRNGKey(0), WORLDS))
+    first = state
+    zero = np.zeros((WORLDS, env.action_size), np.float32)
+    reset_obs, _, _ = _numpy_obs_and_reward(env, params, state, state, zero)
+    np.testing.assert_allclose(reset_obs, _np(state.obs), atol=MATH_ATOL)
+    actions = 0.5 * np.asarray(jax.random.uniform(jax.random.PRNGKey(1), (24, WORLDS, env.action_size)) - 0.5)
+    for action in actions:
+        nxt, stepped = step(params, state, first, action)
+        obs, reward, terms = _numpy_obs_and_reward(env, params, state, stepped, action)
+        np.testing.assert_allclose(obs, _np(stepped.obs), atol=MATH_ATOL)
+        np.testing.assert_allclose(reward, _np(stepped.reward), atol=MATH_ATOL)
+        for k, v in terms.items():
+            np.testing.assert_allclose(v, _np(stepped.metrics[f"reward/{k}"]), atol=MATH_ATOL)
+        state = nxt
+    assert float(stepped.info.step.min()) < 20, "the episodes should have restarted on the way"
+
+
+def test_shove_velocity_is_the_same_in_numpy_and_jax():
+    angle = np.linspace(0.0, 6.0, 7, dtype=np.float32)
+    speed = np.linspace(0.2, 0.7, 7, dtype=np.float32)
+    want = _np(jax.vmap(lambda a, s: stance_math.shove_velocity(a, s, jnp))(angle, speed))
+    np.testing.assert_allclose(stance_math.shove_velocity(angle, speed, np), want, atol=MATH_ATOL)
+
+
+def test_cpu_env_steps_like_the_jax_env_from_the_same_state():
+    env, (reset, step) = jax_env(), jax_fns()
+    amp = 0.5
+    params = env.default_params().replace(amplitude=jnp.float32(amp))
+    state = reset(params, jax.random.split(jax.random.PRNGKey(2), WORLDS))
+    cpu = StanceCpuEnv(TASK, num_worlds=WORLDS)
+    cpu.reset()
+    cpu.amplitude = np.float32(amp)
+    cpu.worlds.qpos[:] = _np(state.data.qpos)
+    cpu.worlds.qvel[:] = 0.0
+    info = state.info
+    cpu.task = StanceTask(
+        step=_np(info.step), phase=_np(info.phase), next_shove=_np(info.next_shove),
+        prev_action=_np(info.prev_action), obs=_np(state.obs),
+    )  # fmt: skip
+    actions = 0.3 * np.asarray(jax.random.uniform(jax.random.PRNGKey(3), (3, WORLDS, env.action_size)) - 0.5)
+    for action in actions:
+        state, stepped = step(params, state, state, action)
+        out = cpu.step(action)
+        np.testing.assert_allclose(out.next_obs, _np(stepped.obs), atol=STEP_OBS_ATOL)
+        np.testing.assert_allclose(out.reward, _np(stepped.reward), atol=STEP_REWARD_ATOL)
+        np.testing.assert_array_equal(out.done, _np(stepped.done))
+
+
+def test_cpu_reset_pose_matches_the_jax_reset():
+    env, (reset, _) = jax_env(), jax_fns()
+    params = env.default_params().replace(amplitude=jnp.float32(0.25))
+    state = reset(params, jax.random.split(jax.random.PRNGKey(4), WORLDS))
+    cpu = StanceCpuEnv(TASK, num_worlds=WORLDS)
+    cpu.amplitude = np.float32(0.25)
+    cpu.reset()
+    lay, want = env.layout, _np(state.data.qpos)
+    root = np.r_[lay.root_q : lay.root_q + 7]
+    np.testing.assert_allclose(cpu.worlds.qpos[:, root], want[:, root], atol=MATH_ATOL)
+    joints = lay.act_qpos_adr
+    assert np.abs(cpu.worlds.qpos[:, joints] - want[:, joints]).max() <= 2 * TASK.init_noise_rad + MATH_ATOL
+    np.testing.assert_array_equal(cpu.worlds.ctrl, cpu.worlds.qpos[:, joints])
+    assert np.all(cpu.worlds.qvel == 0.0)
+
+
+def _batch(net, params, key, t=4, n=WORLDS):
+    """Random experience whose behaviour log-probabilities are near those of `params`' policy."""
+    k = jax.random.split(key, 4)
+    obs = jax.random.normal(k[0], (t, n, FACTORY(1).observation_size))
+    mean, log_std, _ = net.apply(params, obs)
+    action = mean + jnp.exp(log_std) * jax.random.normal(k[1], mean.shape)
+    return Transition(
+        obs=obs,
+        action=action,
+        log_prob=gaussian_log_prob(mean, log_std, action) + 0.05 * jax.random.normal(k[2], (t, n)),
+        reward=jax.random.normal(k[3], (t, n)),
+        next_obs=obs + 0.1,
+        termination=jnp.zeros((t, n)).at[2, 1].set(1.0),
+        done=jnp.zeros((t, n)).at[2, 1].set(1.0).at[3, 0].set(1.0),
+    )
+
+
+def test_learner_update_is_the_gpu_path_update():
+    env = FACTORY(1)
+    net = make_network(env, TINY)
+    ts = init_train_state(env, TINY, jax.random.PRNGKey(0))
+    traj, key = _batch(net, ts.params, jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
+    got, terms, _ = Learner(net, TINY).learn(LearnerState.of(ts), traj, key)
+    normalizer = ts.normalizer.update(traj.obs)
+    batch = advantages_and_batch(net, TINY, ts.params, normalizer, traj)
+    params, _, want_terms = update(net, TINY, ts.replace(normalizer=normalizer), batch, key)
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_allclose(a, b, atol=UPDATE_ATOL)
+    assert terms["total"] == pytest.approx(float(want_terms.total), abs=UPDATE_ATOL)
+    low, low_terms, _ = Learner(net, TINY, dtype="bf16").learn(LearnerState.of(ts), traj, key)
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(low.params))
+    assert low_terms["total"] == pytest.approx(terms["total"], rel=0.1)
+
+
+def _run(mode, learners=1, **kwargs):
+    layout = workers.WorkersConfig(mode=mode, learners=learners, worker_timeout_s=300)
+    return workers.train(FACTORY, TINY, layout, jax.random.PRNGKey(7), log_fn=lambda _: None, **kwargs)
+
+
+def _params(result):
+    return [np.asarray(x) for x in jax.tree.leaves(result.train_state.params)]
+
+
+@functools.cache
+def serial_first_iteration():
+    result, history = _run("serial", iterations=1)
+    return _params(result), history[0]
+
+
+@pytest.mark.parametrize("learners", [1, 2])
+def test_decoupled_first_update_matches_the_serial_one(learners):
+    """1 collector and `learners` learner processes (gloo all-reduce for 2) against one serial process."""
+    want, want_figures = serial_first_iteration()
+    result, history = _run("decoupled", learners=learners, iterations=1)
+    for a, b in zip(_params(result), want, strict=True):
+        np.testing.assert_allclose(a, b, atol=UPDATE_ATOL)
+    assert history[0]["episode/return"] == want_figures["episode/return"]
+    assert history[0]["loss/total"] == pytest.approx(want_figures["loss/total"], abs=UPDATE_ATOL)
+    assert history[0]["profile/policy_lag"] == 1.0 and history[0]["profile/learner_update_s"] > 0
+
+
+def _workers_of(pid):
+    """Pids of the worker processes started by `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ppid == pid and "boxjax.rl.processes" in cmd:
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["collector dies", "ctrl-c"])
+def test_stop_checkpoints_and_leaves_no_process(tmp_path, how):
+    seen = []
+
+    def progress(figures):
+        if figures["iteration"] != 2:
+            return
+        seen.extend(_workers_of(os.getpid()))
+        if how == "collector dies":
+            collector = next(p for p in seen if "collector" in open(f"/proc/{p}/cmdline").read())
+            os.kill(collector, signal.SIGKILL)
+        else:  # a terminal sends SIGINT to the whole foreground group
+            for p in seen:
+                os.kill(p, signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    error = workers.WorkerError if how == "collector dies" else KeyboardInterrupt
+    with pytest.raises(error):
+        _run(
+            "decoupled",
+            iterations=50,
+            progress_fn=progress,
+            checkpoint_dir=str(tmp_path),
+            checkpoint_every=100,
+        )
+    assert len(seen) == 2
+    assert all(_gone(p) for p in seen), "a worker process outlived the run"
+    assert checkpoint.latest_step(str(tmp_path)) >= 2
