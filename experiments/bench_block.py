@@ -1,6 +1,6 @@
-"""Block env speed and where its step time goes: physics vs vision vs scoring vs the rest.
+"""Block task speed: the whole PPO iteration, and where its time goes (physics, vision, scoring, IK, update).
 
-For each body and world count it times `--unroll` control steps of all worlds (one jitted `lax.scan`,
+For each body and world count it first times `--unroll` control steps of all worlds (one jitted `lax.scan`,
 zero actions, auto-reset on), after a warm-up and blocking on the result, in four variants:
 
 * ``full``: the block env step as trained;
@@ -9,12 +9,22 @@ zero actions, auto-reset on), after a warm-up and blocking on the result, in fou
 * ``no_scoring``: the env step with the punch score replaced by zero.
 
 vision = full - no_vision, scoring = full - no_scoring, rest = full - physics - vision - scoring
-(observations, rewards, the punch clock, opponent drive, resets). On a GPU the defaults are MuJoCo Warp,
-the muscular body, 2,048 and 4,096 worlds; on a CPU-only machine a tiny version (MJX-JAX, simple body).
-Rows go to results/bench/block-<device>-<date>.jsonl.
+(observations, rewards, the punch clock, opponent drive, resets).
+
+Then the whole fused PPO iteration (`make_train_iteration`: collect `--unroll` steps of every world, GAE,
+`--epochs` passes of minibatch `--minibatch`; the seed's shape by default), with its parts:
+
+* ``it_collect_s``: the rollout alone (policy, env steps, the once-per-iteration reset of every world);
+* ``it_update_s`` = iteration - collect (GAE, normaliser, the PPO update);
+* ``it_physics_s``, ``it_vision_s``, ``it_scoring_s``: the per-step parts above times the unroll;
+* ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard).
+
+On a GPU the defaults are MuJoCo Warp, the muscular body, 2,048 and 4,096 worlds; on a CPU-only machine a
+tiny version (MJX-JAX, simple body). Rows go to results/bench/block-<device>-<date>.jsonl.
 
     python experiments/bench_block.py                          # this machine's defaults
     python experiments/bench_block.py --bodies simple,muscular --worlds 1024,2048,4096
+    python experiments/bench_block.py --no-iteration           # env step table only
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ import sys
 import bench
 
 VARIANTS = ("full", "physics", "no_vision", "no_scoring")
+ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "other", "update")
+"""Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -39,6 +51,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worlds", default=None, help="comma list (default: 2048,4096 on GPU, 4,8 on CPU)")
     p.add_argument("--unroll", type=int, default=None, help="control steps per timed call (GPU 16, CPU 4)")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
+    p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
+    p.add_argument("--no-iteration", action="store_true", help="time the env step only")
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--cache", default=None)
     return p.parse_args(argv)
@@ -67,20 +82,30 @@ def variant_env(name: str, body: str, worlds: int):
                 return jnp.zeros((), jnp.float32)
 
         return NoScoring(env.config, env.physics)
+    if name == "no_ik":
+
+        class NoIK(BlockEnv):
+            def _fit_command(self, params, qpos, key):
+                zeros = jnp.zeros((2, 3), jnp.float32)
+                return jnp.asarray(self.me.stance_ctrl), jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
+
+        return NoIK(env.config, env.physics)
     return env
 
 
-def time_variant(name: str, body: str, worlds: int, unroll: int, repeats: int) -> tuple[float, float, float]:
-    """(first-call s incl. compile, best s per `unroll` steps of all worlds, peak overflowing worlds)."""
+def time_variant(
+    name: str, body: str, worlds: int, unroll: int, repeats: int, first
+) -> tuple[float, float, float]:
+    """(first-call s incl. compile, best s per `unroll` steps of all worlds, peak overflowing worlds),
+    starting from (and auto-resetting to) the batched reset state `first`."""
     import jax
     import jax.numpy as jnp
 
-    from boxjax.envs.wrappers import autoreset_step, batch_reset
+    from boxjax.envs.wrappers import autoreset_step
     from boxjax.physics import mjx as physics
 
     env = variant_env(name, body, worlds)
     params = env.default_params()
-    first = batch_reset(env, params, jax.random.split(jax.random.PRNGKey(0), worlds))
     if name == "physics":
 
         @jax.jit
@@ -95,24 +120,113 @@ def time_variant(name: str, body: str, worlds: int, unroll: int, repeats: int) -
     zero_action = jnp.zeros((worlds, env.action_size), jnp.float32)
 
     @jax.jit
-    def run(state, p):
+    def run(state, fresh, p):
         def body_fn(s, _):
-            s = autoreset_step(env, p, s, first, zero_action)[0]
+            s = autoreset_step(env, p, s, fresh, zero_action)[0]
             overflow = sum(v for k, v in s.metrics.items() if k.startswith("overflow/"))
             return s, jnp.max(overflow)
 
         state, overflow = jax.lax.scan(body_fn, state, None, length=unroll)
         return state, jnp.max(overflow)
 
-    first_s, best, (_, overflow) = bench.timed(run, first, params, repeats=repeats)
+    first_s, best, (_, overflow) = bench.timed(run, first, first, params, repeats=repeats)
     return first_s, best, float(overflow)
 
 
-def measure(body: str, worlds: int, unroll: int, repeats: int) -> list[tuple[str, float, str]]:
-    """Every figure of one body at one world count: [(metric, value, unit)]."""
-    seconds, rows = {}, []
+def time_reset(name: str, body: str, worlds: int, repeats: int):
+    """(best seconds of one jitted reset of every world (variant `name`), the batched reset state)."""
+    import jax
+
+    from boxjax.envs.wrappers import batch_reset
+
+    env = variant_env(name, body, worlds)
+    reset = jax.jit(lambda p, keys: batch_reset(env, p, keys))
+    keys = jax.random.split(jax.random.PRNGKey(0), worlds)
+    _, best, state = bench.timed(reset, env.default_params(), keys, repeats=repeats)
+    return best, state
+
+
+def time_iteration(
+    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, first
+) -> dict:
+    """Seconds of the fused iteration and of its rollout alone, from the batched reset state `first`:
+    {compile, iteration, collect, overflow}."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    from boxjax.rl import ppo
+    from boxjax.rl.rollout import RolloutState, rollout
+    from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
+
+    env = variant_env("full", body, worlds)
+    params = env.default_params()
+    config = ppo.PPOConfig(
+        num_envs=worlds,
+        unroll_length=unroll,
+        num_epochs=epochs,
+        minibatch_size=min(minibatch, worlds * unroll),
+    )
+    key = jax.random.PRNGKey(0)
+    zeros = jnp.zeros((worlds,), jnp.float32)
+    ts, rs = ppo._own_buffers(
+        (
+            init_train_state(env, config, key),
+            RolloutState(env=first, episode_return=zeros, episode_length=zeros),
+        )
+    )
+    net = make_network(env, config)
+
+    @jax.jit
+    def collect(ts, rs, p, k):
+        return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll)[:3]
+
+    collect_s = bench.timed(collect, ts, rs, params, key, repeats=repeats)[1]
+    iteration = make_train_iteration(env, config)
+    tick = time.perf_counter()
+    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+    compile_s, best = time.perf_counter() - tick, float("inf")
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+        best = min(best, time.perf_counter() - tick)
+    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
+    return {"compile": compile_s - best, "iteration": best, "collect": collect_s, "overflow": overflow}
+
+
+def iteration_rows(
+    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, step_s: dict, first
+) -> list[tuple[str, float, str]]:
+    """The iteration's figures and its breakdown, from `time_iteration`, the per-step `step_s` (with the
+    reset's seconds under "reset") and the reset state `first`."""
+    it = time_iteration(body, worlds, unroll, epochs, minibatch, repeats, first)
+    ik = step_s["reset"] - time_reset("no_ik", body, worlds, repeats)[0]
+    parts = {
+        "physics": unroll * step_s["physics"],
+        "vision": unroll * (step_s["full"] - step_s["no_vision"]),
+        "scoring": unroll * (step_s["full"] - step_s["no_scoring"]),
+        "ik": ik,
+        "update": it["iteration"] - it["collect"],
+    }
+    parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik"))
+    rows = [
+        ("it_compile_s", it["compile"], "s"),
+        ("s_per_iteration", it["iteration"], "s"),
+        ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
+        ("it_collect_s", it["collect"], "s"),
+        ("it_overflow_worlds", it["overflow"], "worlds"),
+    ]
+    return rows + [(f"it_{part}_s", parts[part], "s") for part in ITERATION_PARTS]
+
+
+def measure(body: str, worlds: int, unroll: int, repeats: int):
+    """Every env-step figure of one body at one world count: ([(metric, value, unit)],
+    {variant: s per step, "reset": s per reset of every world}, the batched reset state)."""
+    reset_s, first = time_reset("full", body, worlds, repeats)
+    seconds, rows = {}, [("reset_ms", 1e3 * reset_s, "ms")]
     for name in VARIANTS:
-        first_s, best, overflow = time_variant(name, body, worlds, unroll, repeats)
+        first_s, best, overflow = time_variant(name, body, worlds, unroll, repeats, first)
         seconds[name] = best / unroll
         if name == "full":
             rows += [("compile_s", first_s - best, "s"), ("overflow_worlds", overflow, "worlds")]
@@ -127,7 +241,7 @@ def measure(body: str, worlds: int, unroll: int, repeats: int) -> list[tuple[str
         ("env_step_ms", 1e3 * seconds["full"], "ms"),
     ]
     rows += [(f"{part}_ms", value, "ms") for part, value in ms.items()]
-    return rows
+    return rows, {**seconds, "reset": reset_s}, first
 
 
 def markdown(rows: list[dict]) -> str:
@@ -142,6 +256,20 @@ def markdown(rows: list[dict]) -> str:
         step = m["env_step_ms"]
         cells = " | ".join(f"{m[p + '_ms']:.2f} ({100 * m[p + '_ms'] / step:.0f})" for p in parts)
         lines.append(f"| {body} | {worlds} | {m['env_steps_per_s']:,.0f} | {step:.2f} | {cells} |")
+    timed = [(key, m) for key, m in sorted(table.items()) if "s_per_iteration" in m]
+    if timed:
+        lines += [
+            "",
+            "| body | worlds | s/iteration | steps/s | "
+            + " | ".join(f"{p} s" for p in ITERATION_PARTS)
+            + " |",
+        ]
+        lines.append("|" + "---|" * (4 + len(ITERATION_PARTS)))
+        for (body, worlds), m in timed:
+            cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" for p in ITERATION_PARTS)
+            lines.append(
+                f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} |"
+            )
     return "\n".join(lines)
 
 
@@ -168,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": date,
         "versions": bench.versions(),
         "unroll": unroll,
+        "epochs": args.epochs,
+        "minibatch": args.minibatch,
     }
     os.makedirs(args.out, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
@@ -176,7 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "a") as f:
         for body in bodies:
             for worlds in worlds_list:
-                for metric, value, unit in measure(body, worlds, unroll, args.repeats):
+                figures, step_s, first = measure(body, worlds, unroll, args.repeats)
+                if not args.no_iteration:
+                    figures += iteration_rows(
+                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, step_s, first
+                    )
+                for metric, value, unit in figures:
                     row = {
                         **common,
                         "body": body,

@@ -1,7 +1,15 @@
-"""Block task on the CPU: punch library, occlusion, punch score, delay buffer, env protocol (simple body)."""
+"""Block task on the CPU: punch library, occlusion, punch score, delay buffer, mixed episodes, arm fit,
+env protocol, the training CLI (simple body, few worlds).
+
+One reset, one step and one training iteration are compiled for the whole file (`jitted`, `iteration`);
+the episode kinds are chosen through the params' weights, and the CLI tests train with that same iteration.
+"""
 
 import dataclasses
 import functools
+import json
+import os
+import sys
 from types import SimpleNamespace
 
 import jax
@@ -11,14 +19,33 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.envs import punches, scoring, vision
+from boxjax.envs import block, ik, punches, scoring, stance_math, vision
 from boxjax.envs.block import advance_punch
 from boxjax.envs.wrappers import autoreset_step, batch_reset
-from boxjax.rl import ppo
-from boxjax.rl.rollout import init_rollout
+from boxjax.rl import checkpoint, ppo
+from boxjax.rl.rollout import RolloutState, world_keys
 from boxjax.rl.train_step import init_train_state, make_train_iteration
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+import block as block_cli  # noqa: E402
+
 WORLDS = 2
+OPTIONS = {"episode_s": 1.0, "shove_at_s": (0.1, 0.1), "recover_s": 0.2}
+"""Short episodes; the shove and its recovery fit in a few steps."""
+CONFIG = ppo.PPOConfig(
+    num_envs=WORLDS, unroll_length=4, minibatch_size=8, num_epochs=1, policy_hidden=(16,), value_hidden=(16,)
+)
+CLI_ARGS = [
+    "--platform", "cpu", "--envs", "2", "--unroll", "4", "--minibatch", "8", "--epochs", "1",
+    "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=1.0",
+    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.2",
+]  # fmt: skip
+"""The CLI's spelling of `OPTIONS` and `CONFIG`."""
+IK_TOL_M = 0.03
+"""The command's fitted arms must put the gloves this close to their targets (as tests/test_ik.py)."""
+WARP_TOL = 1e-2
+"""Reward difference allowed between MuJoCo Warp and MJX-JAX over the first steps of the command, walk and
+bag episodes (the command's arms swing from the guard to the fitted pose: 5.5e-3 seen)."""
 # Our analytic segment tests run in float32 against MuJoCo's float64 rays: cases closer than this to
 # grazing a blocker are skipped in the parity test.
 GRAZE_TOL_M = 1e-4
@@ -26,12 +53,18 @@ GRAZE_TOL_M = 1e-4
 
 @functools.cache
 def env():
-    return envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, episode_s=1.0)
+    return envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, **OPTIONS)
 
 
 @functools.cache
 def params():
     return env().default_params()
+
+
+def only(kind: str, p=None):
+    """Params whose episodes are all of `kind`."""
+    weights = np.eye(len(block.KINDS), dtype=np.float32)[block.KINDS.index(kind)]
+    return (p or params()).replace(kind_weights=jnp.asarray(weights))
 
 
 @functools.cache
@@ -315,28 +348,43 @@ def _float64_leaves(tree):
     return [x for x in jax.tree.leaves(tree) if hasattr(x, "dtype") and x.dtype == np.float64]
 
 
-def _run(actions, keys, force_punch=None):
-    """Reset with `keys`, optionally force every world to throw punch `force_punch` next, step."""
+def _run(actions, keys, force_punch=None, p=None):
+    """Reset with `keys` (face episodes unless `p` says otherwise), optionally force every world to throw
+    punch `force_punch` next, step."""
     reset, step, see = jitted()
-    state = reset(params(), keys)
+    p = only("face") if p is None else p
+    state = reset(p, keys)
     if force_punch is not None:
-        info = state.info.replace(punch=jnp.full((WORLDS,), force_punch), frame=jnp.full((WORLDS,), -1))
-        state = state.replace(info=info)
+        # int32 (not weak-typed) and placed like the rest of the state, so the step compiles once
+        place = state.info.punch.sharding
+        punch = jax.device_put(jnp.full((WORLDS,), force_punch, jnp.int32), place)
+        frame = jax.device_put(jnp.full((WORLDS,), -1, jnp.int32), place)
+        state = state.replace(info=state.info.replace(punch=punch, frame=frame))
     first = state
     states, seen = [state], []
     for a in actions:
-        state, stepped = step(params(), state, first, a)
+        state, stepped = step(p, state, first, a)
         states.append(stepped)
         seen.append(see(stepped.data))
     return states, seen
 
 
+def _actions(steps: int):
+    key = jax.random.PRNGKey(2)
+    return 0.3 * jax.random.uniform(key, (steps, WORLDS, env().action_size), minval=-1, maxval=1)
+
+
 @functools.cache
 def _episode():
-    key = jax.random.PRNGKey(2)
-    actions = 0.3 * jax.random.uniform(key, (24, WORLDS, env().action_size), minval=-1, maxval=1)
-    keys = jax.random.split(jax.random.PRNGKey(1), WORLDS)
+    actions, keys = _actions(24), jax.random.split(jax.random.PRNGKey(1), WORLDS)
     return _run(actions, keys, force_punch=env().library.names.index("jab-head-fast")), actions, keys
+
+
+@functools.cache
+def _kinds():
+    """{kind: states of an episode of that kind in every world: the reset, then 16 stepped states}."""
+    keys = jax.random.split(jax.random.PRNGKey(5), WORLDS)
+    return {kind: _run(_actions(16), keys, p=only(kind))[0] for kind in block.KINDS}
 
 
 def test_reset_step_shapes_finite_and_float32():
@@ -348,10 +396,108 @@ def test_reset_step_shapes_finite_and_float32():
         assert bool(jnp.all(jnp.isfinite(s.obs))) and bool(jnp.all(jnp.isfinite(s.reward)))
         assert not _float64_leaves((s.obs, s.reward, s.done, s.truncation, s.metrics, s.info))
     assert set(states[0].metrics) == set(states[-1].metrics)
-    assert {"punch/thrown", "punch/hit_score", "vision/hidden", "fall", "overflow/nefc"} <= set(
-        states[-1].metrics
-    )
+    want = {"punch/thrown", "punch/hit_score", "vision/hidden", "fall", "overflow/nefc", "kind/bag"}
+    assert want | {f"success/{k}" for k in block.SUCCESS} <= set(states[-1].metrics)
     assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0
+
+
+def test_every_kind_resets_and_steps_with_its_own_task_fields():
+    e, sl = env(), env().obs_slices
+    for index, (kind, states) in enumerate(_kinds().items()):
+        assert np.all(np.asarray(states[0].info.kind) == index), kind
+        for s in states:
+            obs = np.asarray(s.obs)
+            assert obs.shape == (WORLDS, e.observation_size) and np.all(np.isfinite(obs)), kind
+            assert np.all(np.isfinite(np.asarray(s.reward))) and float(s.metrics["nan"].sum()) == 0.0
+            assert not _float64_leaves((s.obs, s.reward, s.metrics, s.info))
+            np.testing.assert_array_equal(obs[:, sl["kind"]], np.eye(len(block.KINDS))[[index] * WORLDS])
+            for field in ("command", "walk", "bag"):  # each kind's own fields, zero elsewhere
+                assert np.any(obs[:, sl[field]] != 0) == (kind == field), (kind, field)
+            assert np.any(obs[:, sl["vision"]] != 0) == (kind == "face")
+        assert set(states[0].metrics) == set(states[-1].metrics)
+    shove = _kinds()["shove"]
+    np.testing.assert_array_equal(sum(np.asarray(s.metrics["shove/shoved"]) for s in shove), 1.0)
+    assert float(sum(s.metrics["success/recoveries"].sum() for s in shove)) <= WORLDS
+    assert np.all(np.asarray(_kinds()["walk"][-1].metrics["walk/distance_m"]) > 0.0)
+    reset, step, _ = jitted()
+    assert reset._cache_size() == 1 and step._cache_size() == 1  # the kinds differ in params only
+
+
+def test_kind_sampling_respects_the_weights():
+    draw = jax.jit(jax.vmap(block.sample_kind, in_axes=(0, None)))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4000)
+    for index in range(len(block.KINDS)):
+        weights = jnp.asarray(np.eye(len(block.KINDS))[index], jnp.float32)
+        assert set(np.asarray(draw(keys, weights)).tolist()) == {index}
+    kinds = np.asarray(draw(keys, jnp.asarray([2.0, 0.0, 1.0, 1.0, 0.0], jnp.float32)))
+    share = np.bincount(kinds, minlength=len(block.KINDS)) / kinds.size
+    np.testing.assert_allclose(share, [0.5, 0.0, 0.25, 0.25, 0.0], atol=0.03)
+    with pytest.raises(ValueError, match="kind_weights"):
+        block.BlockConfig(kind_weights=(1.0, 0.0))
+
+
+@functools.cache
+def _gloves_and_targets():
+    arm = env().arm_ik
+
+    def one(qpos, angles, pose, jitter):
+        placed = ik.glove_positions(arm, qpos.at[jnp.asarray(arm.qpos_adr)].set(angles))
+        return placed, ik.guard_targets(arm, qpos, pose, jitter)
+
+    return jax.jit(jax.vmap(one))
+
+
+def test_command_arms_fitted_at_reset_reach_the_targets():
+    e, state = env(), _kinds()["command"][0]
+    info = state.info
+    angles = info.pose_ref[:, e.arm_act]
+    jitter = info.command_offset - jnp.asarray(e.arm_ik.targets_m)[info.command]
+    assert float(jnp.max(jnp.abs(jitter))) <= e.config.command_jitter_m + 1e-6
+    placed, targets = _gloves_and_targets()(state.data.qpos, angles, info.command, jitter)
+    miss = np.linalg.norm(np.asarray(placed - targets), axis=-1).max(axis=-1)
+    assert np.all(miss < IK_TOL_M), miss
+    np.testing.assert_allclose(miss, np.asarray(info.ik_residual), atol=1e-4)
+    others = np.setdiff1d(np.arange(e.nu), e.arm_act)
+    np.testing.assert_array_equal(
+        np.asarray(info.pose_ref)[:, others], np.tile(e.me.stance_ctrl[others], (WORLDS, 1))
+    )
+    command = np.asarray(state.obs[:, e.obs_slices["command"]])
+    np.testing.assert_array_equal(command[:, : block.NUM_POSES].argmax(-1), np.asarray(info.command))
+    np.testing.assert_allclose(
+        command[:, block.NUM_POSES : block.NUM_POSES + 6], info.command_offset.reshape(2, 6)
+    )
+    face = _kinds()["face"][0].info.pose_ref
+    np.testing.assert_array_equal(np.asarray(face), np.broadcast_to(e.me.stance_ctrl, face.shape))
+
+
+def test_bag_episode_faces_the_bag_and_walk_teacher_points_to_the_spot():
+    e = env()
+    bag = _kinds()["bag"][0]
+    root = np.asarray(bag.data.qpos[:, :7])
+    reach = np.linalg.norm(root[:, :2] - e.bag_rest[:2], axis=-1)
+    assert np.all((reach >= e.config.bag_distance_m[0] - 1e-5) & (reach <= e.config.bag_distance_m[1] + 1e-5))
+    # the bag is straight ahead, where the opponent stands in face episodes
+    seen = np.asarray(bag.obs[:, e.obs_slices["bag"]])
+    np.testing.assert_allclose(np.arctan2(seen[:, 1], seen[:, 0]), 0.0, atol=1e-4)
+    walk = _kinds()["walk"][0]
+    command = np.asarray(jax.vmap(e.teacher_command)(walk))
+    yaw = np.asarray(jax.vmap(e._facing)(walk.data.qpos[:, 3:7]))
+    c, s = np.cos(yaw), np.sin(yaw)
+    world = np.stack([c * command[:, 0] - s * command[:, 1], s * command[:, 0] + c * command[:, 1]], -1)
+    toward = np.asarray(walk.info.spot - walk.data.qpos[:, :2]) / np.asarray(walk.info.spot_distance)[:, None]
+    np.testing.assert_allclose(world / e.config.walk_speed_mps, toward, atol=1e-4)
+    np.testing.assert_allclose(np.linalg.norm(command[:, :2], axis=-1), e.config.walk_speed_mps, rtol=1e-5)
+    assert np.all(command[:, 2] == 0.0)
+    assert not np.any(np.asarray(jax.vmap(e.teacher_command)(_kinds()["face"][0])))
+
+
+def test_bag_gap_and_direction_hand_placed():
+    bag = _capsules([[0.0, 0.0, 0.5]], [0.17], half=[0.5])
+    gloves = _capsules([[0.3, 0.0, 0.5], [0.0, 0.2, 1.2]], [0.065, 0.065])
+    gap, toward = block.bag_gaps(gloves, bag)
+    np.testing.assert_allclose(np.asarray(gap), [0.3 - 0.235, np.hypot(0.2, 0.2) - 0.235], atol=1e-6)
+    half = np.sqrt(0.5)
+    np.testing.assert_allclose(np.asarray(toward), [[-1.0, 0.0, 0.0], [0.0, -half, -half]], atol=1e-6)
 
 
 def test_forced_punch_is_thrown_and_arrives_once():
@@ -369,7 +515,7 @@ def test_observed_vision_is_the_frame_from_delay_steps_ago():
     e = env()
     d = e.delay_steps
     assert d == 4
-    obs_vision = [np.asarray(s.obs[:, -vision.FRAME_SIZE :]) for s in states[1:]]
+    obs_vision = [np.asarray(s.obs[:, e.obs_slices["vision"]]) for s in states[1:]]
     for t in range(d, len(seen)):
         np.testing.assert_array_equal(obs_vision[t], np.asarray(seen[t - d]))
     for t in range(d):
@@ -392,39 +538,21 @@ def test_bad_options_are_named():
         envs.make("block", body="simple", punch_gap_s=(1.0, 0.5))
 
 
-def test_trains_without_retrace():
-    e = env()
-    config = ppo.PPOConfig(
-        num_envs=WORLDS,
-        unroll_length=4,
-        minibatch_size=8,
-        num_epochs=1,
-        policy_hidden=(16,),
-        value_hidden=(16,),
-    )
-    key = jax.random.PRNGKey(0)
-    ts, rs = ppo._own_buffers((init_train_state(e, config, key), init_rollout(e, params(), key, WORLDS)))
-    iteration = make_train_iteration(e, config)
-    for _ in range(2):
-        ts, rs, metrics = iteration(ts, rs, params())
-    assert iteration._cache_size() == 1
-    figures = {k: float(v) for k, v in metrics.items()}
-    assert all(np.isfinite(v) for v in figures.values())
-    assert "env/punch/hit_score" in figures and int(ts.iteration) == 2
-
-
-def test_warp_on_cpu_matches_jax_through_a_punch():
+def test_warp_on_cpu_matches_jax_through_a_punch_and_every_placement():
     """MuJoCo Warp (on Warp's CPU device) and MJX-JAX give the same rewards and punch events."""
     jab = env().library.names.index("jab-head-fast")
     keys = jax.random.split(jax.random.PRNGKey(3), WORLDS)
     zeros = jnp.zeros((12, WORLDS, env().action_size))
     want, _ = _run(zeros, keys, force_punch=jab)
-    warp = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, episode_s=1.0)
-    p = warp.default_params()
-    state = batch_reset(warp, p, keys)
-    state = state.replace(
-        info=state.info.replace(punch=jnp.full((WORLDS,), jab), frame=jnp.full((WORLDS,), -1))
-    )
+    warp = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, **OPTIONS)
+    p = only("face", warp.default_params())
+
+    def in_warp(state):
+        """The same start in Warp's data layout (resetting again would compile the arm fit a second time)."""
+        fresh = jax.vmap(lambda q: p.template.replace(qpos=q, qvel=jnp.zeros_like(p.template.qvel)))
+        return state.replace(data=fresh(state.data.qpos))
+
+    state = in_warp(want[0])
     step = jax.jit(lambda s, a: autoreset_step(warp, p, s, s, a)[1])
     for a, ref in zip(zeros, want[1:], strict=True):
         state = step(state, a)
@@ -433,3 +561,155 @@ def test_warp_on_cpu_matches_jax_through_a_punch():
             np.asarray(state.metrics["punch/arrived"]), np.asarray(ref.metrics["punch/arrived"])
         )
     assert float(sum(np.asarray(s.metrics["punch/arrived"]).sum() for s in want)) == WORLDS
+    # the other placements (our fighter moved or posed by the arm fit, the opponent parked) step alike
+    for kind in ("command", "walk", "bag"):
+        states = _kinds()[kind]
+        state = in_warp(states[0])
+        for a, ref in zip(_actions(16)[:6], states[1:7], strict=True):
+            state = step(state, a)
+            np.testing.assert_allclose(
+                np.asarray(state.reward), np.asarray(ref.reward), atol=WARP_TOL, err_msg=kind
+            )
+
+
+# -- training -----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def iteration():
+    return make_train_iteration(env(), CONFIG)
+
+
+def _rollout(e, p, key, num_envs, shards=None):
+    """`init_rollout` through the file's compiled reset (`init_rollout` itself resets eagerly, which
+    with the arm fit takes as long as compiling it)."""
+    assert shards is None
+    zeros = jnp.zeros((num_envs,), jnp.float32)
+    return RolloutState(
+        env=jitted()[0](p, world_keys(key, num_envs)), episode_return=zeros, episode_length=zeros
+    )
+
+
+def test_trains_without_retrace():
+    e = env()
+    key = jax.random.PRNGKey(0)
+    ts, rs = ppo._own_buffers((init_train_state(e, CONFIG, key), _rollout(e, params(), key, WORLDS)))
+    for _ in range(2):
+        ts, rs, metrics = iteration()(ts, rs, params())
+    assert iteration()._cache_size() == 1
+    figures = {k: float(v) for k, v in metrics.items()}
+    assert all(np.isfinite(v) for v in figures.values())
+    assert {"env/punch/hit_score", "env/success/goals", "env/kind/walk"} <= set(figures)
+    assert int(ts.iteration) == 2
+
+
+def test_stance_model_maps_onto_the_block_observation():
+    """The mapped first layer on a block observation equals the stance one on the stance observation of
+    the same body state at the guard (full amplitude, the clock at its mean)."""
+    from boxjax.rl.networks import Normalizer
+
+    e, stance = env(), envs.make("stance", body="simple", impl="jax")
+    rng = np.random.default_rng(0)
+    size = stance.observation_size
+    kernel, bias = rng.normal(size=(size, 16)).astype(np.float32), rng.normal(size=16).astype(np.float32)
+    count = 1000.0
+    stats = Normalizer(
+        count=jnp.float32(count),
+        mean=jnp.asarray(0.3 * rng.normal(size=size), jnp.float32),
+        m2=jnp.asarray(count * rng.uniform(0.5, 2.0, size), jnp.float32),
+    )
+    new_kernel, new_bias, norm = block_cli.map_first_layer(kernel, bias, stats, e, prior_count=64.0)
+    state = jax.tree.map(lambda x: x[0], _kinds()["face"][8])
+    qpos, qvel, action = state.data.qpos, state.data.qvel, state.info.prev_action
+    touch = jnp.asarray([300.0, 250.0], jnp.float32)
+    info = state.info.replace(prev_action=action)
+    block_obs = e._observe(qpos, qvel, touch, info, jnp.ones(vision.FRAME_SIZE), jnp.zeros(3))
+    lay = stance.layout
+    ref_height = jnp.float32(e.me.stance_qpos[2])
+    guard = jnp.asarray(e.me.stance_ctrl)
+    stance_obs = stance_math.observe(
+        qpos[: stance.mj_model.nq], qvel[: stance.mj_model.nv], touch, guard, ref_height, 1.0, jnp.int32(0),
+        action, lay, jnp,
+    )  # fmt: skip
+    clock = block_cli._stance_slices(e.nu, e.action_size)["clock"].start
+    stance_obs = stance_obs.at[clock : clock + 2].set(stats.mean[clock : clock + 2])
+    want = stats(stance_obs) @ kernel + bias
+    got = norm(block_obs) @ new_kernel + new_bias
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-3)
+    assert float(norm.count) == 64.0 and norm.mean.shape == (e.observation_size,)
+
+
+def _stance_checkpoint(path) -> str:
+    from boxjax.rl.rollout import init_rollout
+
+    stance = envs.make("stance", body="simple", impl="jax")
+    key = jax.random.PRNGKey(1)
+    ts = init_train_state(stance, CONFIG, key)
+    ts = ts.replace(normalizer=ts.normalizer.update(jax.random.normal(key, (64, stance.observation_size))))
+    stance_params = stance.default_params()
+    shapes = jax.eval_shape(lambda: init_rollout(stance, stance_params, key, CONFIG.num_envs))
+    rollout = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+    checkpoint.save(str(path), 5, {"train": ts, "rollout": rollout}, ppo.run_meta(stance, CONFIG))
+    return str(path)
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    """experiments/block.py's `main` in tmp_path, training with the file's compiled iteration and reset
+    (JAX already runs in this process, so the platform is not configured again)."""
+    from boxjax import platform
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(platform, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(ppo, "make_train_iteration", lambda env, config: iteration())
+    monkeypatch.setattr(ppo, "init_rollout", _rollout)
+    return lambda *args: block_cli.main([*CLI_ARGS, *args])
+
+
+def _log(run) -> list[dict]:
+    with open(run / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def _same_figures(a: dict, b: dict) -> None:
+    timing = {"s_per_iteration", "steps_per_s", "time_s", "setup_s"}
+    assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+
+
+def test_cli_starts_from_stance_trains_and_resumes_exactly(cli, tmp_path):
+    stance = _stance_checkpoint(tmp_path / "stance")
+    assert cli("--iterations", "3", "--name", "straight", "--init", stance) == 0
+    assert cli("--iterations", "2", "--name", "split", "--init", stance, "--checkpoint-every", "1") == 0
+    run = tmp_path / "runs" / "split"
+    assert [f["iteration"] for f in _log(run)] == [1.0, 2.0]
+    assert {"count/blocks", "count/goals", "count/bag_hits", "overflow", "env/success/recoveries"} <= set(
+        _log(run)[0]
+    )
+    meta = checkpoint.read_meta(str(run / "checkpoints"))
+    assert meta["config"] == env().config.to_dict() and meta["ppo"] == CONFIG.to_dict()
+    assert checkpoint.read_meta(str(run / "init-from-stance"))["converted_from"]["task"] == "stance"
+    assert cli("--iterations", "3", "--name", "split", "--resume", str(run / "checkpoints")) == 0
+    assert [f["iteration"] for f in _log(run)] == [1.0, 2.0, 3.0]
+    assert checkpoint.latest_step(str(run / "checkpoints")) == 3
+    _same_figures(_log(run)[-1], _log(tmp_path / "runs" / "straight")[-1])
+    assert iteration()._cache_size() == 1
+
+
+def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path):
+    def fake(name: str, **meta) -> str:
+        path = str(tmp_path / name)
+        base = {"ppo": CONFIG.to_dict(), "action_size": env().action_size, "body": "simple"}
+        checkpoint.save(path, 1, {"train": {"x": np.zeros(1, np.float32)}}, {**base, **meta})
+        return path
+
+    size = env().observation_size
+    cases = [
+        (fake("muscular", env="stance", body="muscular"), "body: stance checkpoint has 'muscular'"),
+        (fake("old", env="block", observation_size=size - 30), f"has {size - 30}, this run has {size}"),
+        (fake("wide", env="block", observation_size=size, ppo={**CONFIG.to_dict(), "policy_hidden": [8]}),
+         "ppo.policy_hidden"),
+        (fake("toy", env="reach"), "'reach' checkpoint cannot start the block task"),
+    ]  # fmt: skip
+    for path, message in cases:
+        with pytest.raises(SystemExit, match=message):
+            cli("--iterations", "1", "--name", "refused", "--init", path)

@@ -1,21 +1,41 @@
-"""Block: stand in the guard while an opponent throws recorded punches; see him through delayed vision.
+"""Block: mixed episodes around the guard; an opponent throws recorded punches, seen through delayed vision.
 
-Two fighters of the same body face each other at the punch library's distance, both starting in the
-`stance` guard. Ours is driven by the policy (PD targets around the guard). The opponent replays the
-punch library (`boxjax.envs.punches`) through his PD actuators: his joint targets (ctrl) follow the
-sampled punch at the control rate, his arms are gravity-compensated with his own bias force from the
-previous step (`qfrc_applied`) so they land where the punch was solved, and his root is held
-kinematically in place (pose reset, velocity zeroed, every control step) so he never falls or walks.
-Between punches he waits in the guard for a random gap; every punch is sampled on the device.
+Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_weights`, so they can
+change without a recompile):
 
-Our fighter sees the opponent only through `boxjax.envs.vision` (32 points, hidden behind our gloves,
-0.1 s late). A punch *arrives* `arrival_lag_s` after its commanded impact frame (the PD arm trails
-its targets); it is scored then with `boxjax.envs.scoring` (0 when the glove stopped more than
-`reach_m` short of the target): a score up to `block_max_score` is a block, above it a hit.
+* ``face``: the opponent stands at the punch library's distance and replays the punch library
+  (`boxjax.envs.punches`) through his PD actuators: his joint targets follow the sampled punch at the
+  control rate, his arms are gravity-compensated with his own bias force from the previous step
+  (`qfrc_applied`), and his root is held kinematically (pose reset, velocity zeroed, every control step).
+  A punch *arrives* `arrival_lag_s` after its commanded impact frame and is scored then with
+  `boxjax.envs.scoring` (0 when the glove stopped more than `reach_m` short): up to `block_max_score`
+  is a block, above it a hit. Our fighter sees him only through `boxjax.envs.vision` (0.1 s late).
+* ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
+  at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
+  damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
+  (the PD base and the pose reward), and a reward tracks the gloves to the targets in the heading frame.
+* ``walk``: walk to a spot on the floor, `walk_distance_m` away in any direction; progress and arrival
+  are rewarded. The fighter starts at `walk_origin_m` with a random heading.
+* ``bag``: punch the bag. The fighter stands `bag_distance_m` from the bag's axis facing it (the bag's
+  anchor is fixed in the model, so our fighter is placed, at a random angle around it). A hit is a glove
+  reaching the bag (gap below `bag_touch_m`) at `bag_hit_speed_mps` or faster; reward per hit grows with
+  the speed.
+* ``shove``: a hard shove (`shove_speed_mps`) once, `shove_at_s` into the episode; standing
+  `recover_s` later is a recovery.
 
-Per-step metrics (averaged over worlds and steps by the rollout, read once per iteration):
-``punch/thrown``, ``punch/arrived``, ``punch/blocked``, ``punch/hit``, ``punch/hit_score`` (the score of
-hits, else 0), ``vision/hidden`` (share of hidden points), ``fall``, ``nan``, ``reward/*``, ``overflow/*``.
+One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked,
+held in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
+field of the observation is zero. The bag hangs 1.25 m from the face position, out of reach.
+
+The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
+vision frame, the kind one-hot, then the command (pose one-hot, glove targets, fitted arm angles), the
+walk spot and the bag, each zero where unused. The action is an offset around the episode's reference
+pose (the guard; for commands, the guard with the fitted arms).
+
+Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
+``success/{blocks,goals,bag_hits,recoveries,commands_held}`` (events per world-step), ``kind/<kind>``
+(share of worlds), ``command/*``, ``walk/distance_m``, ``bag/hit_speed``, ``fall``, ``nan``,
+``reward/*``, ``overflow/*``. Rates per episode kind are the success figure over the kind's share.
 """
 
 from __future__ import annotations
@@ -31,12 +51,27 @@ from flax import struct
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import punches, rewards, scoring, vision
+from boxjax.envs import ik, punches, rewards, scoring, vision
 from boxjax.envs.base import State
 from boxjax.physics import mjx as physics
 
-REWARD_TERMS = ("alive", "pose", "height", "upright", "feet", "action_rate", "block", "hit")
-EVENTS = ("punch/thrown", "punch/arrived", "punch/blocked", "punch/hit", "punch/hit_score", "vision/hidden")
+KINDS = ("face", "command", "walk", "bag", "shove")
+"""Episode kinds, in one-hot and weight order."""
+FACE, COMMAND, WALK, BAG, SHOVE = range(len(KINDS))
+REWARD_TERMS = (
+    "alive", "pose", "height", "upright", "feet", "action_rate", "block", "hit",
+    "command", "walk_progress", "walk_goal", "bag_reach", "bag_hit", "recover",
+)  # fmt: skip
+SUCCESS = ("blocks", "goals", "bag_hits", "recoveries", "commands_held")
+EVENTS = (
+    "punch/thrown", "punch/arrived", "punch/blocked", "punch/hit", "punch/hit_score", "vision/hidden",
+    "command/ik_residual_m", "command/glove_error_m", "walk/distance_m", "bag/hit_speed", "shove/shoved",
+)  # fmt: skip
+NUM_POSES = len(ik.GUARD_POSES)
+TASK_FIELDS = (("kind", len(KINDS)), ("command", NUM_POSES + 6 + 8), ("walk", 3), ("bag", 3))
+"""Task part of the observation: kind one-hot; command pose one-hot, glove targets (2 x 3 from the head, in
+the pelvis heading frame of `ik.GUARD_POSES`) and fitted arm angles minus the guard's (8); walk spot
+(forward, left, distance) and bag centre (from the pelvis), both in the facing frame (`BlockEnv._facing`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +84,10 @@ class BlockConfig:
     """Seconds between policy actions (a multiple of the physics timestep)."""
     episode_s: float = 10.0
     """Episode length in seconds (the time limit)."""
+    kind_weights: tuple[float, ...] = (0.4, 0.2, 0.15, 0.15, 0.1)
+    """Relative weights of the episode kinds, `KINDS` order (face, command, walk, bag, shove)."""
     action_scale_rad: float = 0.4
-    """Joint-target offset from the guard for an action of 1."""
+    """Joint-target offset from the reference pose for an action of 1."""
     init_noise_rad: float = 0.02
     """Uniform noise on our initial joint angles."""
     punch_library: str = ""
@@ -65,6 +102,38 @@ class BlockConfig:
     """A punch whose glove stops farther than this from the target's surface scores 0."""
     block_max_score: float = 0.25
     """An arriving punch scoring at most this is a block; above it, a hit."""
+    opponent_park_m: tuple[float, float] = (0.0, -6.0)
+    """Where the opponent stands (x, y) outside face episodes."""
+    ik_iterations: int = 12
+    """Damped-least-squares steps of the command's arm fit at reset."""
+    ik_damping: float = 0.05
+    """Damping of those steps."""
+    command_jitter_m: float = 0.03
+    """Uniform jitter on each glove target of a command (per axis)."""
+    command_tolerance_m: float = 0.05
+    """A glove this close to its target counts as on target..."""
+    command_hold_s: float = 0.5
+    """...and both gloves on target this long is a command held (once per episode)."""
+    walk_origin_m: tuple[float, float] = (-3.0, 0.0)
+    """Where walk episodes start (x, y), clear of the bag."""
+    walk_distance_m: tuple[float, float] = (0.5, 2.0)
+    """Range of the spot's distance from the start."""
+    walk_arrive_m: float = 0.15
+    """The spot is reached within this distance of the pelvis (floor plane)."""
+    walk_speed_mps: float = 0.6
+    """Speed of the teacher's velocity command (`BlockEnv.teacher_command`); the progress reward's scale."""
+    bag_distance_m: tuple[float, float] = (0.6, 0.75)
+    """Range of the distance from our pelvis to the bag's axis in bag episodes."""
+    bag_touch_m: float = 0.02
+    """A glove within this gap of the bag's surface touches it."""
+    bag_hit_speed_mps: float = 1.5
+    """A touch is a hit when the glove came in at least this fast (toward the bag's axis)."""
+    shove_at_s: tuple[float, float] = (0.3, 1.0)
+    """Range of the time of the shove in shove episodes."""
+    shove_speed_mps: tuple[float, float] = (0.8, 1.5)
+    """Range of the horizontal root-velocity kick of the shove."""
+    recover_s: float = 2.0
+    """Standing this long after the shove is a recovery."""
     fall_height_fraction: float = 0.65
     """A fall: root below this fraction of its guard height..."""
     fall_upright_cos: float = 0.5
@@ -72,7 +141,9 @@ class BlockConfig:
     w_alive: float = 1.0
     """Per-step survival bonus."""
     w_pose: float = 0.5
-    """Weight of staying near the guard pose."""
+    """Weight of staying near the reference pose."""
+    pose_weight_walk: float = 0.2
+    """Factor on `w_pose` in walk episodes (the legs must leave the guard)."""
     w_height: float = 0.3
     """Weight of keeping the guard's root height."""
     w_upright: float = 0.3
@@ -85,6 +156,18 @@ class BlockConfig:
     """Bonus for each blocked punch."""
     w_hit: float = 5.0
     """Penalty per arriving punch, times its score."""
+    w_command: float = 1.0
+    """Weight of the gloves' closeness to the command's targets."""
+    w_walk_progress: float = 1.0
+    """Weight of the speed toward the spot, over `walk_speed_mps` (clipped to [-1, 1])."""
+    w_walk_goal: float = 5.0
+    """Bonus for reaching the spot (once)."""
+    w_bag_reach: float = 0.2
+    """Weight of the nearer glove's closeness to the bag."""
+    w_bag_hit: float = 2.0
+    """Bonus per bag hit, times its speed over `bag_hit_speed_mps` (at most 2)."""
+    w_recover: float = 5.0
+    """Bonus for a recovery."""
     w_fall: float = 10.0
     """Penalty on the step that falls."""
 
@@ -94,15 +177,27 @@ class BlockConfig:
             raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
         if self.control_dt_s <= 0 or self.episode_s <= 0:
             raise ValueError("BlockConfig: control_dt_s and episode_s must be positive")
-        if not 0 <= self.punch_gap_s[0] <= self.punch_gap_s[1]:
-            raise ValueError("BlockConfig: punch_gap_s must be (low, high) with 0 <= low <= high")
+        if len(self.kind_weights) != len(KINDS) or min(self.kind_weights) < 0 or sum(self.kind_weights) <= 0:
+            raise ValueError(
+                f"BlockConfig: kind_weights needs {len(KINDS)} weights >= 0 ({', '.join(KINDS)})"
+            )
+        for name in ("punch_gap_s", "walk_distance_m", "bag_distance_m", "shove_at_s", "shove_speed_mps"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"BlockConfig: {name} must be (low, high) with 0 <= low <= high")
         if self.vision_delay_s < 0 or self.arrival_lag_s < 0 or self.reach_m < 0:
             raise ValueError("BlockConfig: vision_delay_s, arrival_lag_s and reach_m must be >= 0")
+        if self.ik_iterations < 1:
+            raise ValueError("BlockConfig: ik_iterations must be >= 1")
 
     @property
     def max_steps(self) -> int:
         """Control steps per episode."""
-        return int(round(self.episode_s / self.control_dt_s))
+        return self.steps(self.episode_s)
+
+    def steps(self, seconds: float) -> int:
+        """Control steps closest to `seconds`."""
+        return int(round(seconds / self.control_dt_s))
 
     def to_dict(self) -> dict:
         """JSON-friendly copy."""
@@ -119,6 +214,10 @@ class BlockParams:
     punches: punches.PunchTable
     guard_vision: jax.Array
     """(FRAME_SIZE,) what our fighter sees in the guard: the vision frames before the first step."""
+    ik_model: mjx.Model
+    """The arena on MJX's JAX implementation, for the command's arm fit (differentiable kinematics)."""
+    kind_weights: jax.Array
+    """(len(KINDS),) relative weights of the episode kinds."""
 
 
 @struct.dataclass
@@ -127,6 +226,10 @@ class BlockInfo:
 
     step: jax.Array
     """() int32 control steps since reset."""
+    kind: jax.Array
+    """() int32 episode kind (`KINDS`)."""
+    pose_ref: jax.Array
+    """(nu,) the episode's reference joint angles: the PD base of the action and the pose reward's target."""
     punch: jax.Array
     """() int32 the opponent's current (or next) punch."""
     frame: jax.Array
@@ -137,8 +240,39 @@ class BlockInfo:
     """(max(delay_steps, 1), FRAME_SIZE) ring buffer of vision frames."""
     slot: jax.Array
     """() int32 the buffer's oldest frame."""
+    command: jax.Array
+    """() int32 commanded guard pose (`ik.GUARD_POSES` order)."""
+    command_offset: jax.Array
+    """(2, 3) glove targets (left, right) from the head in the heading frame, jitter included."""
+    ik_residual: jax.Array
+    """() metres the fitted arms miss the worse glove's target by."""
+    hold: jax.Array
+    """() int32 consecutive steps with both gloves on target."""
+    held: jax.Array
+    """() float32 1 once the command was held this episode."""
+    spot: jax.Array
+    """(2,) walk target on the floor (world x, y)."""
+    spot_distance: jax.Array
+    """() pelvis-to-spot distance after the last step."""
+    reached: jax.Array
+    """() float32 1 once the spot was reached this episode."""
+    glove_pos: jax.Array
+    """(2, 3) glove centres after the last step."""
+    glove_vel: jax.Array
+    """(2, 3) mean glove velocity over the last step."""
+    touching: jax.Array
+    """(2,) float32 gloves touching the bag after the last step."""
+    shove_step: jax.Array
+    """() int32 step of the shove (shove episodes)."""
     key: jax.Array
-    """PRNG key of this world (punch sampling)."""
+    """PRNG key of this world."""
+
+
+def sample_kind(key: jax.Array, weights: jax.Array) -> jax.Array:
+    """() int32 episode kind drawn with probabilities proportional to `weights` (len(KINDS),); a zero
+    weight is never drawn."""
+    logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, 1e-30)), -jnp.inf)
+    return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
 def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple[int, int]):
@@ -155,6 +289,41 @@ def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple
     return jnp.where(over, new_punch, punch), jnp.where(over, -gap, frame)
 
 
+def heading(quat: jax.Array) -> jax.Array:
+    """() yaw (rad) of the forward (x) axis of a body with orientation `quat` (w, x, y, z)."""
+    w, x, y, z = quat[0], quat[1], quat[2], quat[3]
+    return jnp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def to_heading_frame(yaw: jax.Array, vec: jax.Array) -> jax.Array:
+    """World vectors (..., 3) in the frame turned by `yaw` about z (x forward, y left, z up)."""
+    c, s = jnp.cos(yaw), jnp.sin(yaw)
+    x, y = vec[..., 0], vec[..., 1]
+    return jnp.stack([c * x + s * y, c * y - s * x, vec[..., 2]], axis=-1)
+
+
+def turn_root(root: jax.Array, yaw: jax.Array, xy: jax.Array) -> jax.Array:
+    """Free-joint qpos (7,) turned by `yaw` about z and moved to floor position `xy`."""
+    h = 0.5 * yaw
+    w, z = jnp.cos(h), jnp.sin(h)
+    q = root[3:7]
+    quat = jnp.stack([w * q[0] - z * q[3], w * q[1] - z * q[2], w * q[2] + z * q[1], w * q[3] + z * q[0]])
+    return jnp.concatenate([xy, root[2:3], quat])
+
+
+def bag_gaps(gloves: vision.Capsules, bag: vision.Capsules) -> tuple[jax.Array, jax.Array]:
+    """(gap (2,) from each glove's surface to the bag's, unit direction (2, 3) from each glove's centre
+    toward the nearest point of the bag's axis)."""
+    a, b = bag.start[0], bag.end[0]
+    centre = 0.5 * (gloves.start + gloves.end)
+    axis = b - a
+    t = jnp.clip(((centre - a) @ axis) / jnp.maximum(axis @ axis, 1e-9), 0.0, 1.0)
+    toward = a + t[:, None] * axis - centre
+    direction = toward / jnp.maximum(jnp.linalg.norm(toward, axis=-1, keepdims=True), 1e-6)
+    dist = jax.vmap(vision.segment_distance, in_axes=(0, 0, None, None))(gloves.start, gloves.end, a, b)
+    return dist - gloves.radius - bag.radius[0], direction
+
+
 class BlockEnv:
     """The block task (see the module docstring)."""
 
@@ -162,7 +331,7 @@ class BlockEnv:
         self, config: BlockConfig = BlockConfig(), physics_config: physics.PhysicsConfig | None = None
     ):
         self.config = config
-        self.mj_model, arena = mjcf.build(config.body, opponent=True)
+        self.mj_model, arena = mjcf.build(config.body, opponent=True, bag=True)
         self.me, self.opponent = arena.red, arena.blue
         budget = mjcf.PAIR_BUDGET[config.body]
         self.physics = physics_config or physics.PhysicsConfig(
@@ -179,24 +348,58 @@ class BlockEnv:
         self.guard_qpos = punches.place_opponent(
             self.mj_model.key_qpos[arena.keyframes["stance"]], self.opponent, lib.distance_m
         ).astype(np.float32)
-        self.vision_index = vision.vision_index(self.mj_model, self.me, self.opponent)
-        self.delay_steps = vision.delay_steps(config.vision_delay_s, config.control_dt_s)
-        self.lag_steps = int(round(config.arrival_lag_s / config.control_dt_s))
-        self.gap_steps = tuple(int(round(s / config.control_dt_s)) for s in config.punch_gap_s)
-        self.blockers = vision.capsule_index(
-            self.mj_model, np.concatenate([self.me.glove_geom_ids, self.me.forearm_geom_ids])
-        )
-        self.targets = vision.capsule_index(
-            self.mj_model, [self.me.head_geom_id, self.mj_model.geom(self.me.prefix + "chest").id]
-        )
-        self.opponent_gloves = vision.capsule_index(self.mj_model, self.opponent.glove_geom_ids)
-        self.nu = int(self.me.act_qpos_adr.shape[0])
-        self.action_size = int(self.me.action_size)
-        self.observation_size = 2 * self.nu + 12 + self.action_size + vision.FRAME_SIZE
-        self.body_weight_n = float(
-            self.mj_model.body_subtreemass[self.me.pelvis_body] * -self.mj_model.opt.gravity[2]
-        )
-        self.guard_height = float(self.me.stance_qpos[2])
+        self._resolve(arena)
+        self.obs_slices = self._layout()
+        self.observation_size = self.obs_slices["task"].stop
+
+    def _resolve(self, arena: mjcf.ArenaIndex) -> None:
+        """Ids, sizes and constants the step reads (numpy, resolved once)."""
+        model, cfg, me, opp = self.mj_model, self.config, self.me, self.opponent
+        self.vision_index = vision.vision_index(model, me, opp)
+        self.delay_steps = vision.delay_steps(cfg.vision_delay_s, cfg.control_dt_s)
+        self.lag_steps = cfg.steps(cfg.arrival_lag_s)
+        self.gap_steps = tuple(cfg.steps(s) for s in cfg.punch_gap_s)
+        self.shove_steps = tuple(cfg.steps(s) for s in cfg.shove_at_s)
+        self.blockers = vision.capsule_index(model, np.concatenate([me.glove_geom_ids, me.forearm_geom_ids]))
+        self.targets = vision.capsule_index(model, [me.head_geom_id, model.geom(me.prefix + "chest").id])
+        self.opponent_gloves = vision.capsule_index(model, opp.glove_geom_ids)
+        self.gloves = vision.capsule_index(model, me.glove_geom_ids)
+        self.bag = vision.capsule_index(model, [arena.bag_geom])
+        data = mujoco.MjData(model)
+        mujoco.mj_kinematics(model, data)
+        self.bag_rest = data.geom_xpos[arena.bag_geom].astype(np.float32)
+        """(3,) the bag's centre hanging at rest."""
+        self.arm_ik = ik.make_arm_ik(model, me)
+        where = [np.flatnonzero(me.act_qpos_adr == q) for q in self.arm_ik.qpos_adr]
+        if any(w.size != 1 for w in where):
+            raise ValueError("every IK arm joint must be actuated")
+        self.arm_act = np.array([w[0] for w in where], np.int32)
+        """(8,) actuator positions of the IK's arm joints."""
+        root = slice(opp.qpos_adr, opp.qpos_adr + 7)
+        self.opponent_root = self.guard_qpos[root].copy()
+        self.parked_root = self.opponent_root.copy()
+        self.parked_root[:2] = cfg.opponent_park_m
+        self.nu = int(me.act_qpos_adr.shape[0])
+        self.action_size = int(me.action_size)
+        self.body_weight_n = float(model.body_subtreemass[me.pelvis_body] * -model.opt.gravity[2])
+        self.guard_height = float(me.stance_qpos[2])
+        self.guard_yaw = float(heading(jnp.asarray(me.stance_qpos[3:7])))
+        """The pelvis yaw of the guard: the hips turn this far from the facing direction."""
+
+    def _layout(self) -> dict[str, slice]:
+        """Where each field sits in the observation (`obs_slices`)."""
+        sizes = [
+            ("joints", self.nu), ("joint_vel", self.nu), ("height", 1), ("gravity", 3), ("lin_vel", 3),
+            ("ang_vel", 3), ("touch", 2), ("prev_action", self.action_size), ("vision", vision.FRAME_SIZE),
+            *TASK_FIELDS,
+        ]  # fmt: skip
+        out, start = {}, 0
+        for name, size in sizes:
+            out[name] = slice(start, start + size)
+            start += size
+        out["proprio"] = slice(0, out["prev_action"].stop)
+        out["task"] = slice(out["kind"].start, start)
+        return out
 
     # -- protocol -------------------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -204,7 +407,7 @@ class BlockEnv:
         return {"env": "block", "body": self.config.body, "config": self.config.to_dict()}
 
     def default_params(self) -> BlockParams:
-        """Model, guard template and punch table on the device."""
+        """Model, guard template, punch table and IK model on the device; the config's kind weights."""
         template = physics.make_data(self.mj_model, self.physics)
         ctrl = np.zeros(self.mj_model.nu, np.float32)
         ctrl[self.me.actuator_ids] = self.me.stance_ctrl
@@ -220,34 +423,57 @@ class BlockEnv:
             template=template.replace(qpos=jnp.asarray(self.guard_qpos), ctrl=jnp.asarray(ctrl)),
             punches=punches.device_table(self.library, self.opponent, names),
             guard_vision=jnp.asarray(vision.see(guard, self.vision_index), jnp.float32),
+            ik_model=self.arm_ik.model,
+            kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
         )
 
     def reset(self, params: BlockParams, key: jax.Array) -> State:
-        """Both fighters in the guard (ours with a little noise); the opponent's first punch is drawn.
+        """Draw the episode kind, place the fighters for it, fit the command's arms, draw the task.
 
         The vision buffer starts full of the guard's frame (seen without the noise, which moves our
-        gloves by millimetres), so a reset needs no kinematics pass.
+        gloves by millimetres), so a reset needs no physics pass; the IK runs its own kinematics.
         """
-        me, cfg = self.me, self.config
-        key, k_noise, k_punch, k_gap = jax.random.split(key, 4)
-        adr = jnp.asarray(me.act_qpos_adr)
-        noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -cfg.init_noise_rad, cfg.init_noise_rad)
+        me = self.me
+        key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove = jax.random.split(key, 8)
+        kind = sample_kind(k_kind, params.kind_weights)
+        qpos = self._initial_qpos(params, kind, k_noise, k_place)
+        pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command)
+        pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
+        spot = self._draw_spot(qpos, k_walk)
         t = params.template
-        data = t.replace(qpos=t.qpos.at[adr].add(noise), qvel=jnp.zeros_like(t.qvel))
+        data = t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel))
+        k_first, k_gap = jax.random.split(k_punch)
+        zero = jnp.zeros((), jnp.float32)
+        seen = params.guard_vision * (kind == FACE)
         info = BlockInfo(
             step=jnp.zeros((), jnp.int32),
-            punch=jax.random.randint(k_punch, (), 0, params.punches.length.shape[0]),
+            kind=kind,
+            pose_ref=pose_ref,
+            punch=jax.random.randint(k_first, (), 0, params.punches.length.shape[0]),
             frame=-jax.random.randint(k_gap, (), self.gap_steps[0], self.gap_steps[1] + 1),
             prev_action=jnp.zeros((self.action_size,), jnp.float32),
-            vision=vision.delay_init(params.guard_vision, self.delay_steps),
+            vision=vision.delay_init(seen, self.delay_steps),
             slot=jnp.zeros((), jnp.int32),
+            command=command,
+            command_offset=offset,
+            ik_residual=residual,
+            hold=jnp.zeros((), jnp.int32),
+            held=zero,
+            spot=spot,
+            spot_distance=jnp.linalg.norm(spot - qpos[me.qpos_adr : me.qpos_adr + 2]),
+            reached=zero,
+            glove_pos=jnp.zeros((2, 3), jnp.float32),
+            glove_vel=jnp.zeros((2, 3), jnp.float32),
+            touching=jnp.zeros((2,), jnp.float32),
+            shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
             key=key,
         )
-        zero = jnp.zeros((), jnp.float32)
-        touch = jnp.zeros((2,), jnp.float32)
+        obs = self._observe(
+            qpos, data.qvel, jnp.zeros((2,), jnp.float32), info, seen, jnp.asarray(self.bag_rest)
+        )
         return State(
             data=data,
-            obs=self._observe(data, info.prev_action, touch, params.guard_vision),
+            obs=obs,
             reward=zero,
             done=zero,
             truncation=zero,
@@ -256,45 +482,54 @@ class BlockEnv:
         )
 
     def step(self, params: BlockParams, state: State, action: jax.Array) -> State:
-        """Advance the opponent's punch, apply our action, step the physics, see, score."""
+        """Advance the opponent's punch, apply our action (and a shove), step the physics, see, score."""
         info, cfg, table = state.info, self.config, params.punches
-        key, k_punch = jax.random.split(info.key)
+        face = (info.kind == FACE).astype(jnp.float32)
+        key, k_punch, k_shove = jax.random.split(info.key, 3)
         punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        data = self._drive(params, state.data, action, table.ctrl[punch, jnp.maximum(frame, 0)])
+        punch_ctrl = jnp.where(face > 0, table.ctrl[punch, jnp.maximum(frame, 0)], table.ctrl[punch, 0])
+        data = self._drive(params, state.data, action, punch_ctrl, info)
+        data, shoved = self._shove(data, info, k_shove)
         data = physics.step(params.model, data, self.substeps)
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
-        seen = self._see(data)
+        seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         score = self._score(data, table.hand[punch], table.target[punch])
-        events = self._punch_events(table, punch, frame, score)
+        events = {k: v * face for k, v in self._punch_events(table, punch, frame, score).items()}
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
-        terms, fell = self._rewards(data, touch, action, info.prev_action)
+        terms, fell = self._rewards(data, touch, action, info)
         terms.update(
             block=cfg.w_block * events["punch/blocked"], hit=-cfg.w_hit * events["punch/arrived"] * score
         )
         fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
         step = info.step + 1
+        task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
+        terms.update(task_terms)
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
-        reward = sum(terms.values()) - cfg.w_fall * fell
-        info = BlockInfo(
-            step=step, punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key
-        )
+        reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
+        info = info.replace(punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key)
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
         metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
         metrics.update(events)
+        metrics.update(task_events)
+        metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
         metrics.update(
             {
-                "vision/hidden": 1.0 - jnp.mean(seen[3::4]),
+                "success/blocks": events["punch/blocked"],
+                "vision/hidden": face * (1.0 - jnp.mean(seen[3::4])),
+                "shove/shoved": shoved,
                 "fall": fell,
                 "nan": 1.0 - finite.astype(jnp.float32),
             }
         )
+        bag = data.geom_xpos[self.bag.geom_ids[0]]
+        obs = self._observe(data.qpos, data.qvel, touch, info, delayed, bag)
         return State(
             data=data,
-            obs=jnp.where(finite, self._observe(data, action, touch, delayed), 0.0),
+            obs=jnp.where(finite, obs, 0.0),
             reward=jnp.where(finite, reward, -cfg.w_fall),
             done=jnp.maximum(fell, timeout),
             truncation=timeout,
@@ -302,25 +537,152 @@ class BlockEnv:
             info=info,
         )
 
-    # -- pieces ---------------------------------------------------------------------------------------
-    def _drive(self, params: BlockParams, data: mjx.Data, action: jax.Array, opponent_ctrl: jax.Array):
-        """Our PD targets from the action, the opponent's from his punch, his root held in place."""
+    # -- teacher hook ---------------------------------------------------------------------------------
+    def teacher_command(self, state: State) -> jax.Array:
+        """(3,) float32 velocity command for the walking teacher in this world: (forward m/s, left m/s,
+        yaw rate rad/s) in our facing frame (`_facing`, the frame of `boxjax.envs.walk`'s commands).
+
+        Walk episodes: toward the spot at `walk_speed_mps`, slowing linearly inside the last 0.5 m,
+        zero once reached; the yaw rate is 0 (footwork keeps the guard's facing). Every other kind: zero.
+        Pure and per world, like `step`: vmap it over the batch. This is the hook for policy
+        distillation (issue 8, item 2), not wired here: the teacher's observation would be
+        `walk.walk_observation(self.me, state.data, self.teacher_command(state))`, its leg actions the
+        distillation target (see `boxjax.envs.teacher`). Every kind gets a command (zero: stand in the
+        guard), so the teacher can pull the legs in every episode.
+        """
+        me, info = self.me, state.info
+        root = state.data.qpos[me.qpos_adr : me.qpos_adr + 7]
+        rel = jnp.concatenate([info.spot - root[:2], jnp.zeros((1,), jnp.float32)])
+        local = to_heading_frame(self._facing(root[3:7]), rel)[:2]
+        dist = jnp.linalg.norm(local)
+        speed = self.config.walk_speed_mps * jnp.clip(dist / 0.5, 0.0, 1.0)
+        active = (info.kind == WALK) & (info.reached < 0.5)
+        velocity = jnp.where(active, speed * local / jnp.maximum(dist, 1e-6), 0.0)
+        return jnp.concatenate([velocity, jnp.zeros((1,), jnp.float32)]).astype(jnp.float32)
+
+    # -- reset pieces ---------------------------------------------------------------------------------
+    def _initial_qpos(self, params: BlockParams, kind, k_noise, k_place) -> jax.Array:
+        """(nq,) the guard with joint noise, our fighter placed for `kind`, the opponent parked (not face)."""
+        me, opp, cfg = self.me, self.opponent, self.config
+        k_yaw, k_dist = jax.random.split(k_place)
+        noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -cfg.init_noise_rad, cfg.init_noise_rad)
+        qpos = params.template.qpos.at[jnp.asarray(me.act_qpos_adr)].add(noise)
+        root = qpos[me.qpos_adr : me.qpos_adr + 7]
+        yaw = jax.random.uniform(k_yaw, (), jnp.float32, -jnp.pi, jnp.pi)
+        dist = jax.random.uniform(k_dist, (), jnp.float32, *cfg.bag_distance_m)
+        bag_xy = jnp.asarray(self.bag_rest[:2])
+        facing_bag = bag_xy - dist * jnp.stack([jnp.cos(yaw), jnp.sin(yaw)])
+        walk = turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
+        bag = turn_root(root, yaw, facing_bag)
+        root = jnp.where(kind == WALK, walk, jnp.where(kind == BAG, bag, root))
+        opp_root = jnp.where(kind == FACE, jnp.asarray(self.opponent_root), jnp.asarray(self.parked_root))
+        qpos = qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
+        return qpos.at[opp.qpos_adr : opp.qpos_adr + 7].set(opp_root)
+
+    def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
+        """A command drawn and fitted: (guard pose with the fitted arms (nu,), pose id, glove offsets (2, 3),
+        IK residual)."""
+        cfg = self.config
+        k_pose, k_jitter = jax.random.split(key)
+        pose = jax.random.randint(k_pose, (), 0, NUM_POSES)
+        jitter = jax.random.uniform(
+            k_jitter, (2, 3), jnp.float32, -cfg.command_jitter_m, cfg.command_jitter_m
+        )
+        arm_ik = dataclasses.replace(self.arm_ik, model=params.ik_model)
+        targets = ik.guard_targets(arm_ik, qpos, pose, jitter)
+        angles, residual = ik.solve_arms(arm_ik, qpos, targets, cfg.ik_iterations, cfg.ik_damping)
+        pose_ref = jnp.asarray(self.me.stance_ctrl).at[jnp.asarray(self.arm_act)].set(angles)
+        offset = jnp.asarray(self.arm_ik.targets_m)[pose] + jitter
+        return pose_ref, pose, offset, residual
+
+    def _draw_spot(self, qpos: jax.Array, key: jax.Array) -> jax.Array:
+        """(2,) a walk spot `walk_distance_m` from our pelvis in any direction."""
+        k_angle, k_dist = jax.random.split(key)
+        angle = jax.random.uniform(k_angle, (), jnp.float32, -jnp.pi, jnp.pi)
+        dist = jax.random.uniform(k_dist, (), jnp.float32, *self.config.walk_distance_m)
+        return qpos[self.me.qpos_adr : self.me.qpos_adr + 2] + dist * jnp.stack(
+            [jnp.cos(angle), jnp.sin(angle)]
+        )
+
+    # -- step pieces ----------------------------------------------------------------------------------
+    def _drive(self, params: BlockParams, data: mjx.Data, action, opponent_ctrl, info: BlockInfo):
+        """Our PD targets around the reference pose, the opponent's from his punch, his root held in place."""
         me, opp = self.me, self.opponent
         lo, hi = jnp.asarray(me.ctrl_range[:, 0]), jnp.asarray(me.ctrl_range[:, 1])
-        ours = jnp.clip(
-            jnp.asarray(me.stance_ctrl) + self.config.action_scale_rad * action[jnp.asarray(me.action_group)],
-            lo,
-            hi,
-        )
-        ctrl = data.ctrl.at[jnp.asarray(me.actuator_ids)].set(ours)
+        offset = self.config.action_scale_rad * action[jnp.asarray(me.action_group)]
+        ctrl = data.ctrl.at[jnp.asarray(me.actuator_ids)].set(jnp.clip(info.pose_ref + offset, lo, hi))
         ctrl = ctrl.at[jnp.asarray(opp.actuator_ids)].set(opponent_ctrl)
-        root_q = slice(opp.qpos_adr, opp.qpos_adr + 7)
-        root_v = slice(opp.dof_adr, opp.dof_adr + 6)
-        qpos = data.qpos.at[root_q].set(params.template.qpos[root_q])
-        qvel = data.qvel.at[root_v].set(0.0)
+        held = jnp.where(info.kind == FACE, jnp.asarray(self.opponent_root), jnp.asarray(self.parked_root))
+        qpos = data.qpos.at[opp.qpos_adr : opp.qpos_adr + 7].set(held)
+        qvel = data.qvel.at[opp.dof_adr : opp.dof_adr + 6].set(0.0)
         hinges = slice(opp.dof_adr + 6, opp.dof_adr + opp.nv)
         applied = jnp.zeros_like(data.qfrc_applied).at[hinges].set(data.qfrc_bias[hinges])
         return data.replace(ctrl=ctrl, qpos=qpos, qvel=qvel, qfrc_applied=applied)
+
+    def _shove(self, data: mjx.Data, info: BlockInfo, key: jax.Array) -> tuple[mjx.Data, jax.Array]:
+        """The shove episode's kick of our root, on its step: (data, () float32 shoved)."""
+        k_dir, k_speed = jax.random.split(key)
+        shoved = ((info.kind == SHOVE) & (info.step == info.shove_step)).astype(jnp.float32)
+        angle = jax.random.uniform(k_dir, (), jnp.float32, -jnp.pi, jnp.pi)
+        speed = jax.random.uniform(k_speed, (), jnp.float32, *self.config.shove_speed_mps)
+        kick = shoved * speed * jnp.stack([jnp.cos(angle), jnp.sin(angle)])
+        v = self.me.dof_adr
+        return data.replace(qvel=data.qvel.at[v : v + 2].add(kick)), shoved
+
+    def _task(self, data: mjx.Data, info: BlockInfo, fell: jax.Array):
+        """Reward terms, events and info updates of the command, walk, bag and shove kinds (each masked to
+        its own episodes)."""
+        cfg, me = self.config, self.me
+        is_kind = [(info.kind == i).astype(jnp.float32) for i in range(len(KINDS))]
+        root = data.qpos[me.qpos_adr : me.qpos_adr + 7]
+        yaw = heading(root[3:7])
+        # command: gloves against their targets, in the heading frame, from the head
+        gloves_now = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
+        offsets = to_heading_frame(yaw, gloves_now - data.xpos[self.arm_ik.head_body])
+        error = jnp.linalg.norm(offsets - info.command_offset, axis=-1)
+        on_target = jnp.all(error <= cfg.command_tolerance_m) & (is_kind[COMMAND] > 0)
+        hold = jnp.where(on_target, info.hold + 1, 0)
+        held_now = is_kind[COMMAND] * (hold == cfg.steps(cfg.command_hold_s)) * (1.0 - info.held)
+        # walk: progress toward the spot, arrival once
+        dist = jnp.linalg.norm(info.spot - root[:2])
+        speed = (info.spot_distance - dist) / cfg.control_dt_s
+        goal = is_kind[WALK] * (dist <= cfg.walk_arrive_m) * (1.0 - info.reached)
+        # bag: glove touches with their approach speed
+        caps = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.gloves)
+        gap, toward = bag_gaps(caps, vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.bag))
+        centre = 0.5 * (caps.start + caps.end)
+        velocity = jnp.where(info.step > 1, (centre - info.glove_pos) / cfg.control_dt_s, 0.0)
+        approach = jnp.maximum(jnp.sum(velocity * toward, -1), jnp.sum(info.glove_vel * toward, -1))
+        touching = (gap <= cfg.bag_touch_m).astype(jnp.float32)
+        hits = is_kind[BAG] * touching * (1.0 - info.touching) * (approach >= cfg.bag_hit_speed_mps)
+        # shove: still standing recover_s after the kick
+        recovered = (
+            is_kind[SHOVE] * (info.step == info.shove_step + 1 + cfg.steps(cfg.recover_s)) * (1.0 - fell)
+        )
+        terms = {
+            "command": is_kind[COMMAND] * cfg.w_command * jnp.exp(-jnp.sum(jnp.square(error)) / 0.01),
+            "walk_progress": is_kind[WALK] * (1.0 - info.reached) * cfg.w_walk_progress
+            * jnp.clip(speed / cfg.walk_speed_mps, -1.0, 1.0),
+            "walk_goal": cfg.w_walk_goal * goal,
+            "bag_reach": is_kind[BAG] * cfg.w_bag_reach * jnp.exp(-jnp.square(jnp.min(gap)) / 0.01),
+            "bag_hit": cfg.w_bag_hit * jnp.sum(hits * jnp.minimum(approach / cfg.bag_hit_speed_mps, 2.0)),
+            "recover": cfg.w_recover * recovered,
+        }  # fmt: skip
+        events = {
+            "success/goals": goal,
+            "success/bag_hits": jnp.sum(hits),
+            "success/recoveries": recovered,
+            "success/commands_held": held_now,
+            "command/ik_residual_m": is_kind[COMMAND] * info.ik_residual,
+            "command/glove_error_m": is_kind[COMMAND] * jnp.max(error),
+            "walk/distance_m": is_kind[WALK] * dist,
+            "bag/hit_speed": jnp.sum(hits * approach),
+        }
+        info = info.replace(
+            hold=hold, held=jnp.maximum(info.held, held_now), spot_distance=dist,
+            reached=jnp.maximum(info.reached, goal), glove_pos=centre, glove_vel=velocity, touching=touching,
+        )  # fmt: skip
+        return terms, events, info
 
     def _punch_events(self, table: punches.PunchTable, punch, frame, score) -> dict[str, jax.Array]:
         """() float32 flags of this step: thrown, arrived, blocked, hit, and the score of a hit."""
@@ -350,36 +712,63 @@ class BlockEnv:
         gap = jnp.linalg.norm(goal - glove) - glove_r - goal_r
         return clear * (gap <= self.config.reach_m)
 
-    def _observe(self, data: mjx.Data, prev_action, touch, seen) -> jax.Array:
+    def _observe(self, qpos, qvel, touch, info: BlockInfo, seen, bag_pos) -> jax.Array:
+        """(observation_size,) float32 in the `obs_slices` layout."""
         me = self.me
         root_q, root_v = me.qpos_adr, me.dof_adr
-        quat = data.qpos[root_q + 3 : root_q + 7]
+        quat = qpos[root_q + 3 : root_q + 7]
+        facing = self._facing(quat)
+        kind = jax.nn.one_hot(info.kind, len(KINDS), dtype=jnp.float32)
+        guard_arms = jnp.asarray(me.stance_ctrl[self.arm_act])
+        command = jnp.concatenate(
+            [
+                jax.nn.one_hot(info.command, NUM_POSES, dtype=jnp.float32),
+                info.command_offset.reshape(-1),
+                info.pose_ref[jnp.asarray(self.arm_act)] - guard_arms,
+            ]
+        )
+        spot = to_heading_frame(
+            facing, jnp.concatenate([info.spot - qpos[root_q : root_q + 2], jnp.zeros(1)])
+        )
+        walk = jnp.concatenate([spot[:2], jnp.linalg.norm(spot[:2], keepdims=True)])
+        bag = to_heading_frame(facing, bag_pos - qpos[root_q : root_q + 3])
         parts = [
-            data.qpos[jnp.asarray(me.act_qpos_adr)],
-            0.1 * data.qvel[jnp.asarray(me.act_dof_adr)],
-            jnp.stack([data.qpos[root_q + 2] - self.guard_height]),
+            qpos[jnp.asarray(me.act_qpos_adr)],
+            0.1 * qvel[jnp.asarray(me.act_dof_adr)],
+            jnp.stack([qpos[root_q + 2] - self.guard_height]),
             rewards.gravity_in_frame(quat),
-            rewards.quat_rotate_inverse(quat, data.qvel[root_v : root_v + 3]),
-            0.25 * data.qvel[root_v + 3 : root_v + 6],
+            rewards.quat_rotate_inverse(quat, qvel[root_v : root_v + 3]),
+            0.25 * qvel[root_v + 3 : root_v + 6],
             touch / self.body_weight_n,
-            prev_action,
+            info.prev_action,
             seen,
+            kind,
+            command * kind[COMMAND],
+            walk * kind[WALK],
+            bag * kind[BAG],
         ]
         return jnp.concatenate([jnp.asarray(p, jnp.float32).reshape(-1) for p in parts])
 
-    def _rewards(self, data, touch, action, prev_action):
+    def _facing(self, quat: jax.Array) -> jax.Array:
+        """() the direction our fighter faces (rad about +z): the pelvis yaw less the guard's hip turn, as
+        `boxjax.envs.walk.heading` (0 for the guard of the face episodes, looking at the opponent)."""
+        return heading(quat) - self.guard_yaw
+
+    def _rewards(self, data, touch, action, info: BlockInfo):
+        """The terms every kind shares (around the episode's reference pose) and the fall flag."""
         cfg, me = self.config, self.me
         quat = data.qpos[me.qpos_adr + 3 : me.qpos_adr + 7]
         gravity = rewards.gravity_in_frame(quat)
         height = data.qpos[me.qpos_adr + 2]
         joints = data.qpos[jnp.asarray(me.act_qpos_adr)]
+        w_pose = cfg.w_pose * jnp.where(info.kind == WALK, cfg.pose_weight_walk, 1.0)
         terms = {
             "alive": jnp.float32(cfg.w_alive),
-            "pose": cfg.w_pose * rewards.pose_tracking(joints, jnp.asarray(me.stance_ctrl), 0.05 * self.nu),
+            "pose": w_pose * rewards.pose_tracking(joints, info.pose_ref, 0.05 * self.nu),
             "height": cfg.w_height * rewards.height_tracking(height, self.guard_height, 0.01),
             "upright": cfg.w_upright * rewards.upright(gravity),
             "feet": cfg.w_feet * rewards.feet_support(touch, self.body_weight_n),
-            "action_rate": -cfg.w_action_rate * rewards.action_rate(action, prev_action),
+            "action_rate": -cfg.w_action_rate * rewards.action_rate(action, info.prev_action),
         }
         fell = (height < cfg.fall_height_fraction * self.guard_height) | (
             rewards.upright(gravity) < cfg.fall_upright_cos
@@ -388,5 +777,5 @@ class BlockEnv:
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         names = [f"reward/{k}" for k in REWARD_TERMS] + [f"overflow/{k}" for k in physics.OVERFLOW_BITS]
-        names += [*EVENTS, "fall", "nan"]
+        names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
         return {k: jnp.zeros((), jnp.float32) for k in names}

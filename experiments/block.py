@@ -1,0 +1,311 @@
+"""Train the block task (mixed episodes): `python experiments/block.py --platform gpu|cpu --body simple ...`.
+
+--platform gpu   the fused JAX iteration on the GPU with MuJoCo Warp; by default the seed's shape:
+                 2,048 worlds x 16 steps, then 4 epochs of minibatch 2,048.
+--platform cpu   the SAME fused JAX iteration on the CPU (MJX's JAX physics), tiny by default (8 worlds x
+                 8 steps). The decoupled CPU path (`boxjax.rl.workers`, MuJoCo C collectors) needs a MuJoCo C
+                 port of the block task (vision, punch score, arm IK), which does not exist yet.
+
+--init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
+(else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
+layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
+runs/<name>/init-from-stance. --resume PATH continues a block run exactly (--init is then ignored).
+
+Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),
+checkpoints under runs/<name>/checkpoints and runs/<name>/summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _cli  # noqa: E402
+
+COUNTS = (
+    ("punches", "env/punch/arrived"),
+    ("blocks", "env/success/blocks"),
+    ("goals", "env/success/goals"),
+    ("bag_hits", "env/success/bag_hits"),
+    ("recoveries", "env/success/recoveries"),
+    ("commands_held", "env/success/commands_held"),
+)
+"""Per-iteration event counts (`count/<name>`): the per-world-step mean times the batch size."""
+PROGRESS = (
+    ("count/punches", "punch {:.0f}", "punches arrived"),
+    ("count/blocks", "block {:.0f}", "blocks"),
+    ("count/goals", "goal {:.0f}", "walk spots reached"),
+    ("count/bag_hits", "bag {:.0f}", "bag hits"),
+    ("count/recoveries", "rec {:.0f}", "shove recoveries"),
+    ("count/commands_held", "cmd {:.0f}", "commands held"),
+    ("overflow", "ovf {:.0f}", "overflowing worlds"),
+)
+STANCE_FIELDS = (
+    "joints", "joint_vel", "ref_pose", "pose_error", "height", "gravity", "lin_vel", "ang_vel", "touch",
+    "clock", "prev_action",
+)  # fmt: skip
+"""The stance observation's fields in order (`boxjax.envs.stance_math.observe`)."""
+SHARED_FIELDS = ("joints", "joint_vel", "height", "gravity", "lin_vel", "ang_vel", "touch", "prev_action")
+"""Fields the stance and block observations share, with the same meaning and scale."""
+
+
+def add_counts(figures: dict, batch_size: int) -> dict:
+    """`figures` with `count/*` (events this iteration) and `overflow` (peak overflowing worlds) added."""
+    for name, key in COUNTS:
+        figures[f"count/{name}"] = figures.get(key, 0.0) * batch_size
+    figures["overflow"] = sum(v for k, v in figures.items() if k.startswith("env/overflow/"))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, train, report."""
+    parser = _cli.base_parser(__doc__)
+    parser.add_argument(
+        "--factor",
+        choices=("auto", "fused", "stock"),
+        default="auto",
+        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
+    )
+    args = parser.parse_args(argv)
+
+    from boxjax import platform
+
+    platform.configure(args.platform, args.cache)
+    import jax
+
+    from boxjax.rl import checkpoint, ppo
+
+    config, env, devices = build(args)
+    name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
+    out = _cli.run_dir(name)
+    try:
+        init = None if args.resume else prepare_init(args.init, env, config, out, args.seed)
+    except checkpoint.CheckpointMismatchError as error:
+        raise SystemExit(f"block.py: --init {args.init}: {error}") from None
+    print(
+        f"block: body={args.body} impl={env.physics.impl} worlds={config.num_envs} devices={devices} "
+        f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} "
+        f"kinds={env.config.kind_weights} -> {out}",
+        flush=True,
+    )
+    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=PROGRESS)
+    try:
+        _, history = ppo.train_run(
+            env,
+            config,
+            jax.random.PRNGKey(args.seed),
+            iterations=args.iterations,
+            minutes=args.minutes,
+            progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
+            checkpoint_dir=os.path.join(out, "checkpoints"),
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+            init=init,
+            stop_on_overflow=args.stop_on_overflow,
+            start_time_s=_cli.PROCESS_START_S,
+        )
+    except checkpoint.CheckpointMismatchError as error:
+        raise SystemExit(f"block.py: {error}") from None
+    finally:
+        progress.close()
+    if not history:
+        print("nothing to do: the checkpoint already reached --iterations")
+        return 0
+    write_summary(out, args, history)
+    return 0
+
+
+def build(args):
+    """(PPOConfig, BlockEnv, device count) from the arguments: the platform's defaults, then overrides."""
+    from boxjax import envs
+    from boxjax.envs.block import BlockConfig
+    from boxjax.rl import ppo, sharding
+
+    if args.platform == "gpu":
+        defaults = ppo.PPOConfig(num_envs=2048, unroll_length=16, minibatch_size=2048, num_epochs=4)
+    else:
+        defaults = ppo.PPOConfig(num_envs=8, unroll_length=8, minibatch_size=32, num_epochs=4)
+    config = ppo.PPOConfig(**{**defaults.to_dict(), **_cli.ppo_overrides(args)})
+    devices = len(sharding.resolve_devices(config.num_devices))
+    env = envs.make(
+        "block",
+        body=args.body,
+        impl="warp" if args.platform == "gpu" else "jax",
+        num_worlds=sharding.worlds_per_device(config, devices),
+        fused_factor={"auto": None, "fused": True, "stock": False}[args.factor],
+        **_cli.field_values(args.env, BlockConfig()),
+    )
+    return config, env, devices
+
+
+def write_summary(out: str, args, history: list[dict]) -> None:
+    """runs/<name>/summary.json (and printed): set-up time, iterations, first and last figures."""
+    summary = {
+        "setup_s": history[0].get("setup_s"),
+        "iterations": int(history[-1]["iteration"]),
+        "init": args.init,
+        "overrides": {"ppo": args.ppo, "env": args.env},
+        "first_return": history[0]["episode/return"],
+        "last_return": history[-1]["episode/return"],
+        **{f"last_{name}": history[-1][f"count/{name}"] for name, _ in COUNTS},
+    }
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary))
+
+
+# -- starting from a checkpoint -------------------------------------------------------------------------
+
+
+def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | None:
+    """The checkpoint `ppo.train_run(init=...)` should start from, or None.
+
+    A block checkpoint is used as it is once `checkpoint.check_init` accepts it; a stance checkpoint is
+    converted (`stance_init`) into runs/<name>/init-from-stance. Anything else raises
+    `CheckpointMismatchError` naming what differs.
+    """
+    if not path:
+        return None
+    from boxjax.rl import checkpoint, ppo
+
+    saved, expected = checkpoint.read_meta(path), ppo.run_meta(env, config)
+    task = saved.get("env")
+    if task == "block":
+        checkpoint.check_init(saved, expected)
+        return path
+    if task != "stance":
+        raise checkpoint.CheckpointMismatchError(f"a {task!r} checkpoint cannot start the block task")
+    target = os.path.join(out, "init-from-stance")
+    stance_init(path, saved, env, config, target, seed)
+    return target
+
+
+def _stance_slices(nu: int, action_size: int) -> dict:
+    sizes = dict(joints=nu, joint_vel=nu, ref_pose=nu, pose_error=nu, height=1, gravity=3, lin_vel=3)
+    sizes.update(ang_vel=3, touch=2, clock=3, prev_action=action_size)
+    out, start = {}, 0
+    for name in STANCE_FIELDS:
+        out[name] = slice(start, start + sizes[name])
+        start += sizes[name]
+    return out
+
+
+def map_first_layer(kernel, bias, stance_norm, env, prior_count: float):
+    """A stance network's first Dense layer and observation statistics, mapped onto the block observation.
+
+    The shared fields (`SHARED_FIELDS`) keep their weights and statistics. The stance-only inputs are
+    folded in at the block task's reference (the guard, the stance curriculum's full amplitude): the
+    reference pose and the amplitude are constants (into the bias), the pose error (joints - guard) is
+    a linear function of the joints (into the joint weights and the bias), and the rhythm clock sits at
+    its running mean (no contribution). Block-only fields (vision, task) start with zero weights, mean 0
+    and variance 1. So the block network's output on a block observation equals the stance network's on
+    the stance observation of the same body state at the guard, wherever no normalised input is clipped.
+
+    Args:
+      kernel: (stance_obs, H) float32; bias (H,).
+      stance_norm: the stance run's `Normalizer`.
+      env: the `BlockEnv`.
+      prior_count: the count the mapped statistics get (the shared fields' history weighs this many
+        samples, so the block-only fields find their own scale within a few iterations).
+
+    Returns:
+      (kernel (block_obs, H), bias (H,), block `Normalizer`).
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    from boxjax.rl.networks import Normalizer
+
+    s_slices = _stance_slices(env.nu, env.action_size)
+    b_slices = env.obs_slices
+    mean, std = np.asarray(stance_norm.mean), np.asarray(stance_norm.std)
+    count = float(stance_norm.count)
+    var = np.asarray(stance_norm.m2) / max(count, 1.0)
+    kernel, bias = np.asarray(kernel, np.float64), np.asarray(bias, np.float64).copy()
+    new_kernel = np.zeros((env.observation_size, kernel.shape[1]))
+    new_mean = np.zeros(env.observation_size)
+    new_var = np.ones(env.observation_size)
+    for f in SHARED_FIELDS:
+        new_kernel[b_slices[f]] = kernel[s_slices[f]]
+        new_mean[b_slices[f]], new_var[b_slices[f]] = mean[s_slices[f]], var[s_slices[f]]
+    guard = np.asarray(env.me.stance_ctrl, np.float64)
+    j, e, r, c = (s_slices[f] for f in ("joints", "pose_error", "ref_pose", "clock"))
+    new_kernel[b_slices["joints"]] += kernel[e] * (std[j] / std[e])[:, None]
+    bias += ((mean[j] - guard - mean[e]) / std[e]) @ kernel[e]
+    bias += ((guard - mean[r]) / std[r]) @ kernel[r]
+    amplitude = c.start + 2
+    bias += (1.0 - mean[amplitude]) / std[amplitude] * kernel[amplitude]
+    prior = min(count, prior_count)
+    norm = Normalizer(
+        count=jnp.asarray(prior, jnp.float32),
+        mean=jnp.asarray(new_mean, jnp.float32),
+        m2=jnp.asarray(new_var * prior, jnp.float32),
+    )
+    return jnp.asarray(new_kernel, jnp.float32), jnp.asarray(bias, jnp.float32), norm
+
+
+def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> None:
+    """Write a block-shaped checkpoint at `target` whose model is the stance checkpoint's at `path`, mapped
+    (`map_first_layer`, policy and value). It holds a fresh optimiser state and a placeholder rollout
+    state (an `init` checkpoint: `ppo` takes only its model). Refuses another body or network.
+    """
+    import jax
+    import numpy as np
+
+    from boxjax.envs.stance import StanceConfig, StanceEnv
+    from boxjax.rl import checkpoint, ppo
+    from boxjax.rl.rollout import init_rollout
+    from boxjax.rl.train_step import init_train_state, make_optimizer
+
+    expected = ppo.run_meta(env, config)
+    problems = [
+        f"{k}: stance checkpoint has {saved.get(k)!r}, this run has {expected.get(k)!r}"
+        for k in ("body", "action_size")
+        if saved.get(k) != expected.get(k)
+    ]
+    problems += [
+        f"ppo.{k}: stance checkpoint has {saved['ppo'].get(k)!r}, this run has {expected['ppo'][k]!r}"
+        for k in ("policy_hidden", "value_hidden")
+        if saved.get("ppo", {}).get(k) != expected["ppo"][k]
+    ]
+    stance = StanceEnv(StanceConfig(body=env.config.body))
+    if not problems and saved.get("observation_size") != stance.observation_size:
+        problems.append(
+            f"observation_size: stance checkpoint has {saved.get('observation_size')}, the stance layout "
+            f"this code maps has {stance.observation_size}"
+        )
+    if problems:
+        raise checkpoint.CheckpointMismatchError(
+            "cannot start from this stance checkpoint:\n  " + "\n  ".join(problems)
+        )
+    stance_config = ppo.PPOConfig.from_dict(saved["ppo"])
+    key = jax.random.PRNGKey(seed)
+    train = init_train_state(stance, stance_config, key)
+    try:  # the fused path stores the rollout state too, the CPU path (`boxjax.rl.workers`) does not
+        worlds, stance_params = stance_config.num_envs, stance.default_params()
+        rollout = jax.eval_shape(lambda: init_rollout(stance, stance_params, key, worlds))
+        seed_state = checkpoint.restore(path, {"train": train, "rollout": rollout})["train"]
+    except ValueError:
+        seed_state = checkpoint.restore(path, {"train": train})["train"]
+    params = jax.tree.map(lambda x: x, seed_state.params)
+    prior = float(config.batch_size)
+    for net in ("policy", "value"):
+        layer = params["params"][net]["Dense_0"]
+        kernel, bias, norm = map_first_layer(
+            layer["kernel"], layer["bias"], seed_state.normalizer, env, prior
+        )
+        params["params"][net]["Dense_0"] = {"kernel": kernel, "bias": bias}
+    state = init_train_state(env, config, key)
+    state = state.replace(params=params, opt_state=make_optimizer(config).init(params), normalizer=norm)
+    env_params = env.default_params()
+    rollout = jax.eval_shape(lambda: init_rollout(env, env_params, key, config.num_envs))
+    rollout = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), rollout)
+    meta = {**ppo.run_meta(env, config), "converted_from": {"task": "stance", "path": os.path.abspath(path)}}
+    checkpoint.save(target, 0, {"train": state, "rollout": rollout}, meta)
+    print(f"block: mapped the stance model of {path} onto the block observation -> {target}", flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
