@@ -122,7 +122,9 @@ def _initial_state(
     train_key, env_key = jax.random.split(key)
     train_state = init_train_state(env, config, train_key)
     if dp is None:
-        rollout_state = init_rollout(env, env_params, env_key, config.num_envs)
+        # jitted: run op by op, the vmapped reset (MJX forward, IK in some tasks) took a minute on the CPU
+        fresh = jax.jit(lambda p, k: init_rollout(env, p, k, config.num_envs))
+        rollout_state = fresh(env_params, env_key)
         template = rollout_state
     else:
         rollout_state = dp.init_rollout(env_key)
