@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 40 --name demo
+	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra
