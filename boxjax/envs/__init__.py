@@ -38,49 +38,35 @@ def make(
     if name == "stance":
         from boxjax import mjcf
         from boxjax.envs.stance import StanceConfig, StanceEnv
-        from boxjax.physics import mjx as physics
 
         config = _config(StanceConfig, body=body, **options)
-        budget = mjcf.CONTACT_BUDGET[config.body]
-        physics_config = physics.PhysicsConfig(
-            impl=physics.resolve_impl(impl),
-            num_worlds=num_worlds,
-            contacts_per_world=budget.ncon_per_world,
-            njmax=budget.njmax,
-            fused_factor=fused_factor,
-        )
-        return StanceEnv(config, physics_config)
+        return StanceEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor))
     if name == "walk":
         from boxjax import mjcf
         from boxjax.envs.walk import WalkConfig, WalkEnv
-        from boxjax.physics import mjx as physics
 
         config = _config(WalkConfig, body=body, **options)
-        budget = mjcf.CONTACT_BUDGET[config.body]
-        physics_config = physics.PhysicsConfig(
-            impl=physics.resolve_impl(impl),
-            num_worlds=num_worlds,
-            contacts_per_world=budget.ncon_per_world,
-            njmax=budget.njmax,
-            fused_factor=fused_factor,
-        )
-        return WalkEnv(config, physics_config)
+        return WalkEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor))
     if name == "block":
         from boxjax import mjcf
         from boxjax.envs.block import BlockConfig, BlockEnv
-        from boxjax.physics import mjx as physics
 
         config = _config(BlockConfig, body=body, **options)
-        budget = mjcf.PAIR_BUDGET[config.body]
-        physics_config = physics.PhysicsConfig(
-            impl=physics.resolve_impl(impl),
-            num_worlds=num_worlds,
-            contacts_per_world=budget.ncon_per_world,
-            njmax=budget.njmax,
-            fused_factor=fused_factor,
-        )
-        return BlockEnv(config, physics_config)
+        return BlockEnv(config, _physics(mjcf.PAIR_BUDGET[config.body], impl, num_worlds, fused_factor))
     raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
+
+
+def _physics(budget: Any, impl: str | None, num_worlds: int, fused_factor: bool | None) -> Any:
+    """The physics configuration of a task: this machine's implementation, slots from the body's budget."""
+    from boxjax.physics import mjx as physics
+
+    return physics.PhysicsConfig(
+        impl=physics.resolve_impl(impl),
+        num_worlds=num_worlds,
+        contacts_per_world=budget.ncon_per_world,
+        njmax=budget.njmax,
+        fused_factor=fused_factor,
+    )
 
 
 def _config(cls: type, **values: Any) -> Any:

@@ -1,8 +1,8 @@
 """The CPU path's learner: the GPU path's PPO update, split over L learner processes.
 
 The loss code is the GPU path's: `train_step.advantages_and_batch` (values and GAE), `train_step.minibatches`
-(one permutation per epoch), `losses.ppo_loss`, `networks.ActorCritic`, `train_step.make_optimizer` and
-`train_step.adapt_learning_rate`.
+(one permutation per epoch), `train_step.minibatch_loss` (the loss of one minibatch, also in bf16) and
+`train_step.apply_gradient` (the KL-adapted optimiser step).
 What differs is the loop: each minibatch is one jitted gradient call, then (with L > 1) one all-reduce of
 the flat gradient across the learners, then one jitted optimiser step, so the all-reduce can be timed.
 
@@ -26,19 +26,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.flatten_util import ravel_pytree
 
 from boxjax.rl.buffers import BufferNames, Buffers, EnvSizes, LearnerState
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.losses import LossBatch, LossTerms, ppo_loss
+from boxjax.rl.losses import LossBatch, LossTerms
 from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import (
-    adapt_learning_rate,
     advantages_and_batch,
+    apply_gradient,
     make_network,
     make_optimizer,
+    minibatch_loss,
     minibatches,
 )
 
@@ -142,22 +142,9 @@ class Learner:
             mb = mb.replace(advantage=(mb.advantage - whole.mean()) / (whole.std() + 1e-8))
 
         def loss_fn(p: Any) -> tuple[jax.Array, LossTerms]:
-            obs = normalizer(mb.obs, cfg.normalize_observations)
-            low = jax.tree.map(lambda x: x.astype(self.dtype), p)
-            mean, log_std, value = self.net.apply(low, obs.astype(self.dtype))
-            f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
-            terms = ppo_loss(
-                f32(mean),
-                f32(log_std),
-                f32(value),
-                mb,
-                clip_eps=cfg.clip_eps,
-                value_coef=cfg.value_coef,
-                entropy_coef=cfg.entropy_coef,
-                normalize_advantages=False,
-                distill_coef=cfg.distill_coef,
+            return minibatch_loss(
+                self.net, cfg, p, normalizer, mb, normalize_advantages=False, compute_dtype=self.dtype
             )
-            return terms.total, terms
 
         grads, terms = jax.grad(loss_fn, has_aux=True)(params)
         return jnp.concatenate([ravel_pytree(grads)[0], jnp.stack([getattr(terms, n) for n in TERM_NAMES])])
@@ -168,9 +155,10 @@ class Learner:
         size = sum(x.size for x in jax.tree.leaves(params))
         _, unravel = ravel_pytree(params)
         terms = flat[size:]
-        opt_state = adapt_learning_rate(self.config, opt_state, terms[TERM_NAMES.index("approx_kl")])
-        updates, opt_state = make_optimizer(self.config).update(unravel(flat[:size]), opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, terms
+        kl = terms[TERM_NAMES.index("approx_kl")]
+        grads, optimizer = unravel(flat[:size]), make_optimizer(self.config)
+        params, opt_state = apply_gradient(self.config, optimizer, params, opt_state, grads, kl)
+        return params, opt_state, terms
 
 
 def make_allreduce(learners: int) -> AllReduce:

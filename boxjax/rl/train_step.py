@@ -102,6 +102,51 @@ def minibatches(batch: LossBatch, key: jax.Array, num_minibatches: int) -> LossB
     return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, -1) + x.shape[1:]), batch)
 
 
+def minibatch_loss(
+    net: ActorCritic,
+    config: PPOConfig,
+    params: Any,
+    normalizer: Normalizer,
+    mb: LossBatch,
+    *,
+    normalize_advantages: bool,
+    compute_dtype: Any = jnp.float32,
+) -> tuple[jax.Array, LossTerms]:
+    """(total, terms) of the PPO loss on one minibatch; the network runs in `compute_dtype`, the loss in
+    float32. Shared by the fused iteration and the CPU learners."""
+    obs = normalizer(mb.obs, config.normalize_observations)
+    if compute_dtype != jnp.float32:
+        params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
+        obs = obs.astype(compute_dtype)
+    mean, log_std, value = jax.tree.map(lambda x: x.astype(jnp.float32), net.apply(params, obs))
+    terms = ppo_loss(
+        mean,
+        log_std,
+        value,
+        mb,
+        clip_eps=config.clip_eps,
+        value_coef=config.value_coef,
+        entropy_coef=config.entropy_coef,
+        normalize_advantages=normalize_advantages,
+        distill_coef=config.distill_coef,
+    )
+    return terms.total, terms
+
+
+def apply_gradient(
+    config: PPOConfig,
+    optimizer: optax.GradientTransformation,
+    params: Any,
+    opt_state: Any,
+    grads: Any,
+    approx_kl: jax.Array,
+) -> tuple[Any, Any]:
+    """One optimiser step, its step size first adapted to the minibatch's KL; (params, opt_state)."""
+    opt_state = adapt_learning_rate(config, opt_state, approx_kl)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
 def update(
     net: ActorCritic,
     config: PPOConfig,
@@ -124,19 +169,7 @@ def update(
     local_advantages = config.normalize_advantages and shards is None
 
     def loss_fn(params, mb: LossBatch) -> tuple[jax.Array, LossTerms]:
-        mean, log_std, value = net.apply(params, normalizer(mb.obs, config.normalize_observations))
-        terms = ppo_loss(
-            mean,
-            log_std,
-            value,
-            mb,
-            clip_eps=config.clip_eps,
-            value_coef=config.value_coef,
-            entropy_coef=config.entropy_coef,
-            normalize_advantages=local_advantages,
-            distill_coef=config.distill_coef,
-        )
-        return terms.total, terms
+        return minibatch_loss(net, config, params, normalizer, mb, normalize_advantages=local_advantages)
 
     def sgd_step(carry, mb: LossBatch):
         params, opt_state = carry
@@ -146,9 +179,7 @@ def update(
         kl = terms.approx_kl
         if shards is not None:
             grads, kl = shards.mean((grads, kl))
-        opt_state = adapt_learning_rate(config, opt_state, kl)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), terms
+        return apply_gradient(config, optimizer, params, opt_state, grads, kl), terms
 
     def epoch(carry, epoch_key):
         if shards is not None:
