@@ -77,10 +77,13 @@ case "$1" in
   walk)  # walk BODY MINUTES [extra]: train the walking teacher; its last checkpoint comes back in $OUT
     body=$2; minutes=$3; shift 3
     log "walk $body $minutes min $*"
-    timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 1024 \
+    timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
       --unroll 32 --minutes "$minutes" --checkpoint-every 50 --name "walk-$body" "$@" 2>&1 \
       | grep -v "^Module " > "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
-    tar czf "$OUT/walk-$body-checkpoints.tgz" "runs/walk-$body"
+    python3 -c "import sys, json; from boxjax.envs import teacher; \
+print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['source_step']))" \
+      "runs/walk-$body/checkpoints" "$body" "$OUT/walk-$body.msgpack" 2>&1 | tail -1
+    cp runs/walk-$body/metrics.jsonl "$OUT/walk-$body-metrics.jsonl"
     ;;
   block)  # block BODIES WORLDS: the blocking-task bench
     log "block bench $2 at $3"

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -192,6 +193,23 @@ def test_teacher_refuses_another_body_or_task(walk_run, tmp_path):
         teacher.load_teacher(other, "simple")
     with pytest.raises(FileNotFoundError):
         teacher.load_teacher(str(tmp_path / "missing"), "simple")
+
+
+def test_exported_teacher_file_acts_like_the_checkpoint_and_checks_the_body(walk_run, tmp_path, monkeypatch):
+    ckpt, _, _ = walk_run
+    path = str(tmp_path / "walk-simple.msgpack")
+    meta = teacher.export_teacher(ckpt, "simple", path)
+    assert meta["env"] == "walk" and meta["source_step"] == 1
+    assert os.path.getsize(path) < 2_000_000
+    direct, shipped = teacher.load_teacher(ckpt, "simple"), teacher.load_teacher(path, "simple")
+    obs = jax.random.normal(jax.random.PRNGKey(6), (4, env().observation_size), jnp.float32)
+    np.testing.assert_array_equal(teacher.teacher_action(shipped, obs), teacher.teacher_action(direct, obs))
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="body: checkpoint has 'simple'"):
+        teacher.load_teacher(path, "muscular-fast")
+    monkeypatch.setattr(teacher, "SHIPPED_DIR", str(tmp_path))
+    assert teacher.shipped_teacher("simple") == path
+    with pytest.raises(FileNotFoundError, match="no walking teacher shipped for body 'muscular' .shipped: simple"):
+        teacher.shipped_teacher("muscular")
 
 
 # -- distillation ---------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The walking teacher: a trained `walk` policy that other tasks run beside theirs for policy distillation.
 
 `load_teacher` reads the network and observation statistics of a `walk` checkpoint (and nothing else of
-it, so a teacher trained with MuJoCo Warp loads on a CPU run and the reverse); `teacher_action` is its
-deterministic action for a `boxjax.envs.walk.walk_observation`. A `Teacher` is a pytree: put it in an
+it, so a teacher trained with MuJoCo Warp loads on a CPU run and the reverse), or of a teacher file that
+`export_teacher` wrote (a few hundred kB of msgpack, the form shipped in `boxjax/data/teachers/`);
+`shipped_teacher(body)` names the shipped one; `teacher_action` is its deterministic action for a
+`boxjax.envs.walk.walk_observation`. A `Teacher` is a pytree: put it in an
 env's params and call `teacher_action` inside the jitted, vmapped step, e.g. in the env hook
 
     def distill_target(self, params, state):
@@ -12,13 +14,14 @@ env's params and call `teacher_action` inside the jitted, vmapped step, e.g. in 
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
-from flax import struct
+from flax import serialization, struct
 
 from boxjax import mjcf
 from boxjax.envs import walk
@@ -27,6 +30,8 @@ from boxjax.rl.networks import ActorCritic, Normalizer
 
 TASK = "walk"
 """The task a teacher checkpoint must come from."""
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "teachers")
+"""Where the package's trained teachers live, one `walk-<body>.msgpack` per body."""
 
 
 @struct.dataclass
@@ -116,30 +121,14 @@ def _restore_policy(directory: str, step: int, abstract: dict[str, Any]) -> dict
     return restored["state"]
 
 
-def load_teacher(checkpoint_dir: str, body: str, step: int | None = None) -> Teacher:
-    """Load a walking teacher for fighters of `body`.
-
-    Args:
-      checkpoint_dir: a checkpoint directory written by `experiments/walk.py` (or `ppo.train` on `walk`).
-      body: the body of the fighters it will teach (must be the one it was trained on).
-      step: checkpoint step (default: the newest).
-
-    Returns:
-      The `Teacher` (arrays on the default device).
-
-    Raises:
-      FileNotFoundError: no checkpoint there.
-      boxjax.rl.checkpoint.CheckpointMismatchError: a checkpoint of another task or body, or of another
-        observation or action size than this body's walk observation.
-    """
-    step = checkpoint.latest_step(checkpoint_dir) if step is None else step
-    meta = checkpoint.read_meta(checkpoint_dir, step)
+def _template(body: str, meta: dict[str, Any], source: str) -> tuple[Teacher, dict[str, Any]]:
+    """An empty teacher for `body` checked against `meta`, and the abstract tree of what to restore."""
     if body not in mjcf.BODIES:
         raise ValueError(f"unknown body {body!r}; valid: {', '.join(mjcf.BODIES)}")
-    _check_task(checkpoint_dir, meta, body)
+    _check_task(source, meta, body)
     model, arena = mjcf.build(body)
     obs_size = walk.walk_observation_size(arena.red)
-    _check_sizes(checkpoint_dir, meta, obs_size, int(arena.red.action_size))
+    _check_sizes(source, meta, obs_size, int(arena.red.action_size))
     ppo = meta.get("ppo", {})
     teacher = Teacher(
         params=None,
@@ -152,6 +141,72 @@ def load_teacher(checkpoint_dir: str, body: str, step: int | None = None) -> Tea
     params = jax.eval_shape(
         lambda: teacher.network().init(jax.random.PRNGKey(0), jnp.zeros((1, obs_size), jnp.float32))
     )
-    abstract = {"train": {"params": params, "normalizer": teacher.normalizer}}
-    restored = _restore_policy(checkpoint_dir, step, abstract)["train"]
+    return teacher, {"params": params, "normalizer": teacher.normalizer}
+
+
+def _zeros(abstract: Any) -> Any:
+    return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), abstract)
+
+
+def load_teacher(source: str, body: str, step: int | None = None) -> Teacher:
+    """Load a walking teacher for fighters of `body`.
+
+    Args:
+      source: a checkpoint directory written by `experiments/walk.py` (or `ppo.train` on `walk`), or a
+        teacher file written by `export_teacher`.
+      body: the body of the fighters it will teach (must be the one it was trained on).
+      step: checkpoint step (default: the newest; ignored for a teacher file).
+
+    Returns:
+      The `Teacher` (arrays on the default device).
+
+    Raises:
+      FileNotFoundError: no checkpoint or file there.
+      boxjax.rl.checkpoint.CheckpointMismatchError: a checkpoint of another task or body, or of another
+        observation or action size than this body's walk observation.
+    """
+    if os.path.isfile(source):
+        with open(source, "rb") as f:
+            stored = serialization.msgpack_restore(f.read())
+        meta = json.loads(stored["meta"])
+        teacher, abstract = _template(body, meta, source)
+        restored = serialization.from_state_dict(_zeros(abstract), stored["policy"])
+    else:
+        step = checkpoint.latest_step(source) if step is None else step
+        meta = checkpoint.read_meta(source, step)
+        teacher, abstract = _template(body, meta, source)
+        restored = _restore_policy(source, step, {"train": abstract})["train"]
     return teacher.replace(params=restored["params"], normalizer=restored["normalizer"])
+
+
+def export_teacher(checkpoint_dir: str, body: str, path: str, step: int | None = None) -> dict[str, Any]:
+    """Write the policy of a walk checkpoint (parameters, observation statistics, meta) to one small file.
+
+    Returns the meta written (with `source_step`). The file loads with `load_teacher(path, body)`."""
+    step = checkpoint.latest_step(checkpoint_dir) if step is None else step
+    teacher = load_teacher(checkpoint_dir, body, step)
+    meta = {**checkpoint.read_meta(checkpoint_dir, step), "source_step": int(step)}
+    policy = {"params": teacher.params, "normalizer": teacher.normalizer}
+    stored = {"meta": json.dumps(meta), "policy": serialization.to_state_dict(jax.device_get(policy))}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(serialization.msgpack_serialize(stored))
+    os.replace(tmp, path)
+    return meta
+
+
+def shipped_teacher(body: str) -> str:
+    """Path of the package's trained walking teacher for `body`.
+
+    Raises:
+      FileNotFoundError: none is shipped for that body (name the bodies that have one).
+    """
+    path = os.path.join(SHIPPED_DIR, f"walk-{body}.msgpack")
+    if not os.path.isfile(path):
+        have = sorted(f[5:-8] for f in os.listdir(SHIPPED_DIR)) if os.path.isdir(SHIPPED_DIR) else []
+        raise FileNotFoundError(
+            f"no walking teacher shipped for body {body!r} (shipped: {', '.join(have) or 'none'}); "
+            "train one with experiments/walk.py and pass its checkpoint directory"
+        )
+    return path
