@@ -6,6 +6,11 @@
                  8 steps). The decoupled CPU path (`boxjax.rl.workers`, MuJoCo C collectors) needs a MuJoCo C
                  port of the block task (vision, punch score, arm IK), which does not exist yet.
 
+--teacher auto|none|PATH  the walking teacher run beside the policy (policy distillation of the
+                 leg actions, weight `--ppo distill_coef=...`, default DISTILL_COEF with a teacher): auto
+                 takes the one shipped for the body (boxjax/data/teachers) if there is one, PATH a teacher
+                 file or a walk checkpoint directory.
+
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
 layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
@@ -47,6 +52,8 @@ STANCE_FIELDS = (
     "clock", "prev_action",
 )  # fmt: skip
 """The stance observation's fields in order (`boxjax.envs.stance_math.observe`)."""
+DISTILL_COEF = 0.1
+"""Default weight of the teacher's pull on the leg actions when a teacher runs."""
 SHARED_FIELDS = ("joints", "joint_vel", "height", "gravity", "lin_vel", "ang_vel", "touch", "prev_action")
 """Fields the stance and block observations share, with the same meaning and scale."""
 
@@ -68,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
+    parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
     args = parser.parse_args(argv)
 
     from boxjax import platform
@@ -87,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"block: body={args.body} impl={env.physics.impl} worlds={config.num_envs} devices={devices} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} "
-        f"kinds={env.config.kind_weights} -> {out}",
+        f"kinds={env.config.kind_weights} teacher={env.config.teacher or 'none'} "
+        f"distill_coef={config.distill_coef} -> {out}",
         flush=True,
     )
     progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=PROGRESS)
@@ -123,11 +132,15 @@ def build(args):
     from boxjax.envs.block import BlockConfig
     from boxjax.rl import ppo, sharding
 
+    fields = _cli.field_values(args.env, BlockConfig())
+    fields.setdefault("teacher", teacher_source(args.teacher, args.body))
+    distill = DISTILL_COEF if fields["teacher"] else 0.0
     if args.platform == "gpu":
         defaults = ppo.PPOConfig(num_envs=2048, unroll_length=16, minibatch_size=2048, num_epochs=4)
     else:
         defaults = ppo.PPOConfig(num_envs=8, unroll_length=8, minibatch_size=32, num_epochs=4)
-    config = ppo.PPOConfig(**{**defaults.to_dict(), **_cli.ppo_overrides(args)})
+    defaults = {**defaults.to_dict(), "distill_coef": distill}
+    config = ppo.PPOConfig(**{**defaults, **_cli.ppo_overrides(args)})
     devices = len(sharding.resolve_devices(config.num_devices))
     env = envs.make(
         "block",
@@ -135,9 +148,24 @@ def build(args):
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, devices),
         fused_factor={"auto": None, "fused": True, "stock": False}[args.factor],
-        **_cli.field_values(args.env, BlockConfig()),
+        **fields,
     )
     return config, env, devices
+
+
+def teacher_source(choice: str, body: str) -> str:
+    """`BlockConfig.teacher` for `--teacher`: auto -> 'shipped' if the package has one for `body`."""
+    from boxjax.envs import teacher
+
+    if choice == "none":
+        return ""
+    if choice != "auto":
+        return choice
+    try:
+        teacher.shipped_teacher(body)
+    except FileNotFoundError:
+        return ""
+    return "shipped"
 
 
 def write_summary(out: str, args, history: list[dict]) -> None:

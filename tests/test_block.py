@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.envs import block, ik, punches, scoring, stance_math, vision
+from boxjax.envs import block, ik, punches, scoring, stance_math, teacher, vision, walk
 from boxjax.envs.block import advance_punch
 from boxjax.envs.wrappers import autoreset_step, batch_reset
-from boxjax.rl import checkpoint, ppo
+from boxjax.rl import checkpoint, ppo, rollout
+from boxjax.rl.losses import distill_loss
 from boxjax.rl.rollout import RolloutState, world_keys
 from boxjax.rl.train_step import init_train_state, make_train_iteration
 
@@ -38,7 +39,7 @@ CONFIG = ppo.PPOConfig(
 CLI_ARGS = [
     "--platform", "cpu", "--envs", "2", "--unroll", "4", "--minibatch", "8", "--epochs", "1",
     "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=1.0",
-    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.2",
+    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.2", "--teacher", "none",
 ]  # fmt: skip
 """The CLI's spelling of `OPTIONS` and `CONFIG`."""
 IK_TOL_M = 0.03
@@ -470,6 +471,24 @@ def test_command_arms_fitted_at_reset_reach_the_targets():
     np.testing.assert_array_equal(np.asarray(face), np.broadcast_to(e.me.stance_ctrl, face.shape))
 
 
+def test_shipped_teacher_gives_the_leg_targets_and_zero_loss_when_the_policy_matches():
+    taught = envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, teacher="shipped", **OPTIONS)
+    assert rollout.has_distill_target(taught) and not rollout.has_distill_target(env())
+    walking = _kinds()["walk"][4]
+    targets = jax.jit(rollout.distill_targets, static_argnums=0)
+    target, mask = targets(taught, taught.default_params(), walking)
+    walker = teacher.load_teacher(teacher.shipped_teacher("simple"), "simple")
+    command = jax.vmap(taught.teacher_command)(walking)
+    obs = jax.vmap(walk.walk_observation, in_axes=(None, 0, 0))(taught.me, walking.data, command)
+    np.testing.assert_allclose(target, teacher.teacher_action(walker, obs), atol=1e-5)
+    np.testing.assert_array_equal(mask, np.broadcast_to(walker.leg_mask, mask.shape))
+    assert float(jnp.max(jnp.abs(target * mask))) > 0.05  # the walker moves its legs toward the spot
+    assert float(distill_loss(target, target, mask)) == 0.0
+    assert float(distill_loss(jnp.zeros_like(target), target, mask)) > 0.0
+    with pytest.raises(FileNotFoundError, match="no walking teacher shipped for body 'muscular'"):
+        envs.make("block", body="muscular", teacher="shipped")
+
+
 def test_bag_episode_faces_the_bag_and_walk_teacher_points_to_the_spot():
     e = env()
     bag = _kinds()["bag"][0]
@@ -648,8 +667,8 @@ def _stance_checkpoint(path) -> str:
     ts = ts.replace(normalizer=ts.normalizer.update(jax.random.normal(key, (64, stance.observation_size))))
     stance_params = stance.default_params()
     shapes = jax.eval_shape(lambda: init_rollout(stance, stance_params, key, CONFIG.num_envs))
-    rollout = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
-    checkpoint.save(str(path), 5, {"train": ts, "rollout": rollout}, ppo.run_meta(stance, CONFIG))
+    zeros = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+    checkpoint.save(str(path), 5, {"train": ts, "rollout": zeros}, ppo.run_meta(stance, CONFIG))
     return str(path)
 
 

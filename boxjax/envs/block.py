@@ -51,7 +51,8 @@ from flax import struct
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import ik, punches, rewards, scoring, vision
+from boxjax.envs import ik, punches, rewards, scoring, vision, walk
+from boxjax.envs import teacher as teacher_lib
 from boxjax.envs.base import State
 from boxjax.physics import mjx as physics
 
@@ -104,6 +105,10 @@ class BlockConfig:
     """An arriving punch scoring at most this is a block; above it, a hit."""
     opponent_park_m: tuple[float, float] = (0.0, -6.0)
     """Where the opponent stands (x, y) outside face episodes."""
+    teacher: str = ""
+    """Walking teacher run beside the policy (policy distillation, pulling the leg actions): '' none,
+    'shipped' the package's for this body (`boxjax.envs.teacher.shipped_teacher`), or a teacher file or
+    walk checkpoint directory. Its weight is `PPOConfig.distill_coef`."""
     ik_iterations: int = 12
     """Damped-least-squares steps of the command's arm fit at reset."""
     ik_damping: float = 0.05
@@ -218,6 +223,8 @@ class BlockParams:
     """The arena on MJX's JAX implementation, for the command's arm fit (differentiable kinematics)."""
     kind_weights: jax.Array
     """(len(KINDS),) relative weights of the episode kinds."""
+    teacher: teacher_lib.Teacher | None = None
+    """The walking teacher (`BlockConfig.teacher`), None without one."""
 
 
 @struct.dataclass
@@ -331,6 +338,7 @@ class BlockEnv:
         self, config: BlockConfig = BlockConfig(), physics_config: physics.PhysicsConfig | None = None
     ):
         self.config = config
+        teacher_source = teacher_lib.resolve(config.teacher, config.body) if config.teacher else ""
         self.mj_model, arena = mjcf.build(config.body, opponent=True, bag=True)
         self.me, self.opponent = arena.red, arena.blue
         budget = mjcf.PAIR_BUDGET[config.body]
@@ -351,6 +359,9 @@ class BlockEnv:
         self._resolve(arena)
         self.obs_slices = self._layout()
         self.observation_size = self.obs_slices["task"].stop
+        self.teacher = teacher_lib.load_teacher(teacher_source, config.body) if teacher_source else None
+        if self.teacher is not None:
+            self.distill_target = self._distill_target
 
     def _resolve(self, arena: mjcf.ArenaIndex) -> None:
         """Ids, sizes and constants the step reads (numpy, resolved once)."""
@@ -425,6 +436,7 @@ class BlockEnv:
             guard_vision=jnp.asarray(vision.see(guard, self.vision_index), jnp.float32),
             ik_model=self.arm_ik.model,
             kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
+            teacher=self.teacher,
         )
 
     def reset(self, params: BlockParams, key: jax.Array) -> State:
@@ -544,11 +556,9 @@ class BlockEnv:
 
         Walk episodes: toward the spot at `walk_speed_mps`, slowing linearly inside the last 0.5 m,
         zero once reached; the yaw rate is 0 (footwork keeps the guard's facing). Every other kind: zero.
-        Pure and per world, like `step`: vmap it over the batch. This is the hook for policy
-        distillation (issue 8, item 2), not wired here: the teacher's observation would be
-        `walk.walk_observation(self.me, state.data, self.teacher_command(state))`, its leg actions the
-        distillation target (see `boxjax.envs.teacher`). Every kind gets a command (zero: stand in the
-        guard), so the teacher can pull the legs in every episode.
+        Pure and per world, like `step`: vmap it over the batch. With a teacher (`BlockConfig.teacher`)
+        it drives the distillation target (`_distill_target`). Every kind gets a command (zero: stand in
+        the guard), so the teacher pulls the legs in every episode.
         """
         me, info = self.me, state.info
         root = state.data.qpos[me.qpos_adr : me.qpos_adr + 7]
@@ -559,6 +569,18 @@ class BlockEnv:
         active = (info.kind == WALK) & (info.reached < 0.5)
         velocity = jnp.where(active, speed * local / jnp.maximum(dist, 1e-6), 0.0)
         return jnp.concatenate([velocity, jnp.zeros((1,), jnp.float32)]).astype(jnp.float32)
+
+    def _distill_target(self, params: BlockParams, state: State) -> tuple[jax.Array, jax.Array]:
+        """The distillation hook (`boxjax.rl.rollout.has_distill_target`), present with a teacher: the
+        walking teacher's leg actions for this world, in this task's action units, and the leg mask.
+
+        The teacher sees `walk.walk_observation` of our fighter under `teacher_command`. Both tasks set
+        the legs' PD targets to the guard plus a scaled action (block episodes refit only the arms), so
+        its actions carry over, rescaled by the ratio of the two action scales."""
+        t = params.teacher
+        obs = walk.walk_observation(self.me, state.data, self.teacher_command(state))
+        scale = t.action_scale_rad / self.config.action_scale_rad
+        return jnp.clip(scale * teacher_lib.teacher_action(t, obs), -1.0, 1.0), t.leg_mask
 
     # -- reset pieces ---------------------------------------------------------------------------------
     def _initial_qpos(self, params: BlockParams, kind, k_noise, k_place) -> jax.Array:

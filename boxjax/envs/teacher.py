@@ -50,6 +50,9 @@ class Teacher:
     """Hidden widths of the value MLP (static; only to rebuild the module)."""
     normalize: bool = struct.field(pytree_node=False)
     """Whether the policy was trained on normalised observations (static)."""
+    action_scale_rad: float = struct.field(pytree_node=False, default=0.4)
+    """Joint-target offset from the guard of its action 1 in the walk task (static): a task with another
+    scale rescales the teacher's actions into its own."""
 
     @property
     def action_size(self) -> int:
@@ -137,6 +140,7 @@ def _template(body: str, meta: dict[str, Any], source: str) -> tuple[Teacher, di
         policy_hidden=tuple(ppo.get("policy_hidden", (256, 256))),
         value_hidden=tuple(ppo.get("value_hidden", (256, 256))),
         normalize=bool(ppo.get("normalize_observations", True)),
+        action_scale_rad=float(meta.get("config", {}).get("action_scale_rad", 0.4)),
     )
     params = jax.eval_shape(
         lambda: teacher.network().init(jax.random.PRNGKey(0), jnp.zeros((1, obs_size), jnp.float32))
@@ -194,6 +198,11 @@ def export_teacher(checkpoint_dir: str, body: str, path: str, step: int | None =
         f.write(serialization.msgpack_serialize(stored))
     os.replace(tmp, path)
     return meta
+
+
+def resolve(source: str, body: str) -> str:
+    """The teacher file or checkpoint directory `source` names: 'shipped' is the package's for `body`."""
+    return shipped_teacher(body) if source == "shipped" else source
 
 
 def shipped_teacher(body: str) -> str:
