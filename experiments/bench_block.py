@@ -17,13 +17,20 @@ Then the whole fused PPO iteration (`make_train_iteration`: collect `--unroll` s
 * ``it_collect_s``: the rollout alone (policy, env steps, the once-per-iteration reset of every world);
 * ``it_update_s`` = iteration - collect (GAE, normaliser, the PPO update);
 * ``it_physics_s``, ``it_vision_s``, ``it_scoring_s``: the per-step parts above times the unroll;
-* ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard).
+* ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard);
+* ``it_teacher_s``: with `--teacher`, the walking teacher beside the policy (its observation and network
+  on every world-step, `distill_targets` timed alone, times the unroll); the iteration then trains with
+  the distillation loss (`distill_coef` 0.1). `--teacher untrained` is a walk policy of the trained
+  one's shape with fresh weights (its cost does not depend on the weights), for bodies without a
+  shipped teacher.
 
-On a GPU the defaults are MuJoCo Warp, the muscular body, 2,048 and 4,096 worlds; on a CPU-only machine a
-tiny version (MJX-JAX, simple body). Rows go to results/bench/block-<device>-<date>.jsonl.
+On a GPU the defaults are MuJoCo Warp, the muscular body and the seed's shapes, 2,048 worlds x 16 steps
+and 4,096 x 8; on a CPU-only machine a tiny version (MJX-JAX, simple body, 4 x 4 and 8 x 4). Rows go to
+results/bench/block-<device>-<date>.jsonl; `experiments/plot_block.py` draws the iteration breakdown.
 
     python experiments/bench_block.py                          # this machine's defaults
-    python experiments/bench_block.py --bodies simple,muscular --worlds 1024,2048,4096
+    python experiments/bench_block.py --bodies simple,muscular --shapes 1024x16,2048x16,4096x8
+    python experiments/bench_block.py --teacher untrained      # with the teacher's cost
     python experiments/bench_block.py --no-iteration           # env step table only
 """
 
@@ -39,8 +46,9 @@ import sys
 import bench
 
 VARIANTS = ("full", "physics", "no_vision", "no_scoring")
-ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "other", "update")
-"""Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK."""
+ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
+"""Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK - teacher."""
+DISTILL_COEF = 0.1
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -48,8 +56,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--platform", choices=("auto", "cpu", "gpu"), default="auto")
     p.add_argument("--bodies", default=None, help="comma list (default: muscular on GPU, simple on CPU)")
-    p.add_argument("--worlds", default=None, help="comma list (default: 2048,4096 on GPU, 4,8 on CPU)")
-    p.add_argument("--unroll", type=int, default=None, help="control steps per timed call (GPU 16, CPU 4)")
+    p.add_argument(
+        "--shapes",
+        default=None,
+        help="comma list of WORLDSxSTEPS (default: 2048x16,4096x8 on GPU, 4x4,8x4 on CPU)",
+    )
+    p.add_argument("--teacher", default="", help="'' none, shipped, untrained, or a teacher file / walk dir")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
     p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
@@ -59,15 +71,40 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def variant_env(name: str, body: str, worlds: int):
-    """The block env for one variant (`physics` uses the full env's physics)."""
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    """ "2048x16,4096x8" -> [(2048, 16), (4096, 8)]."""
+    shapes = []
+    for item in text.split(","):
+        worlds, sep, steps = item.partition("x")
+        if not sep or not worlds.isdigit() or not steps.isdigit():
+            raise SystemExit(f"bad --shapes entry {item!r}: expected WORLDSxSTEPS, e.g. 2048x16")
+        shapes.append((int(worlds), int(steps)))
+    return shapes
+
+
+def with_teacher(env, source: str):
+    """`env` with the walking teacher `source` beside it ('' none; 'untrained': fresh weights)."""
+    from boxjax.envs import teacher
+
+    if not source:
+        return env
+    if source == "untrained":
+        env.teacher = teacher.untrained_teacher(env.config.body)
+    else:
+        env.teacher = teacher.load_teacher(teacher.resolve(source, env.config.body), env.config.body)
+    env.distill_target = env._distill_target
+    return env
+
+
+def variant_env(name: str, body: str, worlds: int, teacher: str = ""):
+    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it."""
     import jax.numpy as jnp
 
     from boxjax import envs
     from boxjax.envs import vision
     from boxjax.envs.block import BlockEnv
 
-    env = envs.make("block", body=body, num_worlds=worlds)
+    env = with_teacher(envs.make("block", body=body, num_worlds=worlds), teacher)
     if name == "no_vision":
 
         class NoVision(BlockEnv):
@@ -146,11 +183,23 @@ def time_reset(name: str, body: str, worlds: int, repeats: int):
     return best, state
 
 
+def time_teacher(env, params, first, repeats: int) -> float:
+    """Best seconds of the teacher's targets for every world once (0 without a teacher)."""
+    import jax
+
+    from boxjax.rl import rollout
+
+    if not rollout.has_distill_target(env):
+        return 0.0
+    targets = jax.jit(lambda p, s: rollout.distill_targets(env, p, s))
+    return bench.timed(targets, params, first, repeats=repeats)[1]
+
+
 def time_iteration(
-    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, first
+    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, first, teacher: str
 ) -> dict:
-    """Seconds of the fused iteration and of its rollout alone, from the batched reset state `first`:
-    {compile, iteration, collect, overflow}."""
+    """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
+    state `first`: {compile, iteration, collect, teacher, overflow}."""
     import time
 
     import jax
@@ -160,13 +209,14 @@ def time_iteration(
     from boxjax.rl.rollout import RolloutState, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
 
-    env = variant_env("full", body, worlds)
-    params = env.default_params()
+    env = variant_env("full", body, worlds, teacher)
+    params = env.default_params().replace(teacher=env.teacher)
     config = ppo.PPOConfig(
         num_envs=worlds,
         unroll_length=unroll,
         num_epochs=epochs,
         minibatch_size=min(minibatch, worlds * unroll),
+        distill_coef=DISTILL_COEF if teacher else 0.0,
     )
     key = jax.random.PRNGKey(0)
     zeros = jnp.zeros((worlds,), jnp.float32)
@@ -180,7 +230,7 @@ def time_iteration(
 
     @jax.jit
     def collect(ts, rs, p, k):
-        return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll)[:3]
+        return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll, distill=bool(teacher))[:3]
 
     collect_s = bench.timed(collect, ts, rs, params, key, repeats=repeats)[1]
     iteration = make_train_iteration(env, config)
@@ -192,24 +242,40 @@ def time_iteration(
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         best = min(best, time.perf_counter() - tick)
     overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
-    return {"compile": compile_s - best, "iteration": best, "collect": collect_s, "overflow": overflow}
+    teacher_s = unroll * time_teacher(env, params, first, repeats)
+    return {
+        "compile": compile_s - best,
+        "iteration": best,
+        "collect": collect_s,
+        "teacher": teacher_s,
+        "overflow": overflow,
+    }
 
 
 def iteration_rows(
-    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, step_s: dict, first
+    body: str,
+    worlds: int,
+    unroll: int,
+    epochs: int,
+    minibatch: int,
+    repeats: int,
+    step_s: dict,
+    first,
+    teacher: str,
 ) -> list[tuple[str, float, str]]:
     """The iteration's figures and its breakdown, from `time_iteration`, the per-step `step_s` (with the
     reset's seconds under "reset") and the reset state `first`."""
-    it = time_iteration(body, worlds, unroll, epochs, minibatch, repeats, first)
+    it = time_iteration(body, worlds, unroll, epochs, minibatch, repeats, first, teacher)
     ik = step_s["reset"] - time_reset("no_ik", body, worlds, repeats)[0]
     parts = {
         "physics": unroll * step_s["physics"],
         "vision": unroll * (step_s["full"] - step_s["no_vision"]),
         "scoring": unroll * (step_s["full"] - step_s["no_scoring"]),
         "ik": ik,
+        "teacher": it["teacher"],
         "update": it["iteration"] - it["collect"],
     }
-    parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik"))
+    parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik", "teacher"))
     rows = [
         ("it_compile_s", it["compile"], "s"),
         ("s_per_iteration", it["iteration"], "s"),
@@ -282,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     platform.configure(plat, args.cache)
     gpu = plat == "gpu"
     bodies = (args.bodies or ("muscular" if gpu else "simple")).split(",")
-    worlds_list = [int(w) for w in (args.worlds or ("2048,4096" if gpu else "4,8")).split(",")]
-    unroll = args.unroll or (16 if gpu else 4)
+    shapes = parse_shapes(args.shapes or ("2048x16,4096x8" if gpu else "4x4,8x4"))
     device = bench.device_name()
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     common = {
@@ -295,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         + shlex.join(argv if argv is not None else sys.argv[1:]),
         "date": date,
         "versions": bench.versions(),
-        "unroll": unroll,
+        "teacher": args.teacher or "none",
         "epochs": args.epochs,
         "minibatch": args.minibatch,
     }
@@ -305,17 +370,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with open(path, "a") as f:
         for body in bodies:
-            for worlds in worlds_list:
+            for worlds, unroll in shapes:
                 figures, step_s, first = measure(body, worlds, unroll, args.repeats)
                 if not args.no_iteration:
                     figures += iteration_rows(
-                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, step_s, first
-                    )
+                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, step_s, first,
+                        args.teacher,
+                    )  # fmt: skip
                 for metric, value, unit in figures:
                     row = {
                         **common,
                         "body": body,
                         "worlds": worlds,
+                        "unroll": unroll,
                         "metric": metric,
                         "value": value,
                         "unit": unit,

@@ -85,10 +85,23 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       "runs/walk-$body/checkpoints" "$body" "$OUT/walk-$body.msgpack" 2>&1 | tail -1
     cp runs/walk-$body/metrics.jsonl "$OUT/walk-$body-metrics.jsonl"
     ;;
-  block)  # block BODIES WORLDS: the blocking-task bench
-    log "block bench $2 at $3"
-    timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$2" --worlds "$3" \
-      2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
+  block)  # block BODIES SHAPES [extra]: the blocking-task bench (iteration and its breakdown)
+    bodies=$2; shapes=$3; shift 3
+    log "block bench $bodies at $shapes $*"
+    timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
+      --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
+    ;;
+  learn)  # learn BODY MINUTES: the block learning check, factor kernel on and off side by side (same seed)
+    body=$2; minutes=$3
+    log "block learning check $body $minutes min, fused and stock"
+    for factor in fused stock; do
+      XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
+        --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
+        --factor $factor --seed 0 --name "learn-$body-$factor" 2>&1 | grep -v "^Module " \
+        > "$OUT/logs/learn-$body-$factor.txt" &
+    done
+    wait
+    tail -n 2 "$OUT"/logs/learn-*.txt
     ;;
   cpu)  # the CPU path on this machine's cores
     log "cpu bench"

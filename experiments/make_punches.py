@@ -26,6 +26,7 @@ import numpy as np
 
 from boxjax import mjcf
 from boxjax.envs import punches
+from boxjax.mjcf import puppet
 
 LAND_TOLERANCE_M = 0.03
 SPEEDS = {"fast": 0.14, "medium": 0.2, "slow": 0.28}
@@ -107,7 +108,7 @@ class Arena:
         self.red, self.blue = index.red, index.blue
         self.data = mujoco.MjData(self.model)
         key = index.keyframes["stance"]
-        self.guard = punches.place_opponent(self.model.key_qpos[key], self.blue, distance_m)
+        self.guard = puppet.place_opponent(self.model.key_qpos[key], self.blue, distance_m)
         self.forward(self.guard)
 
     def qadr(self, name: str) -> int:

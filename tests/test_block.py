@@ -18,7 +18,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from boxjax import envs
+from boxjax import envs, mjcf
 from boxjax.envs import block, ik, punches, scoring, stance_math, teacher, vision, walk
 from boxjax.envs.block import advance_punch
 from boxjax.envs.wrappers import autoreset_step, batch_reset
@@ -77,21 +77,19 @@ def jitted():
     return reset, step, see
 
 
-def _kinematics(qpos: np.ndarray) -> mujoco.MjData:
-    data = mujoco.MjData(env().mj_model)
+def _kinematics(qpos: np.ndarray, impact_of: str | None = None) -> mujoco.MjData:
+    """Kinematics of the arena at `qpos`, the opponent in the guard or at the impact frame of a punch."""
+    e = env()
+    data = mujoco.MjData(e.mj_model)
     data.qpos[:] = qpos
-    mujoco.mj_kinematics(env().mj_model, data)
+    data.mocap_pos[:], data.mocap_quat[:] = e.guard_mocap_pos, e.guard_mocap_quat
+    if impact_of is not None:
+        p = e.library.names.index(impact_of)
+        rows, table = e.opponent.mocap_ids, params().punches
+        data.mocap_pos[rows] = np.asarray(table.body_pos[p, e.library.impact[p]])
+        data.mocap_quat[rows] = np.asarray(table.body_quat[p, e.library.impact[p]])
+    mujoco.mj_kinematics(e.mj_model, data)
     return data
-
-
-def _with_impact_frame(qpos: np.ndarray, name: str) -> np.ndarray:
-    """Arena qpos with the opponent's library joints at the impact frame of punch `name`."""
-    lib, model = env().library, env().mj_model
-    p = lib.names.index(name)
-    out = qpos.copy()
-    adr = [model.jnt_qposadr[model.joint("blue/" + j).id] for j in lib.joint_names]
-    out[adr] = lib.qpos[p, lib.impact[p]]
-    return out
 
 
 # -- punch library ------------------------------------------------------------------------------------
@@ -108,13 +106,45 @@ def test_punch_library_round_trip_and_contents(tmp_path):
     again = punches.load(path)
     for f in dataclasses.fields(lib):
         np.testing.assert_array_equal(np.asarray(getattr(again, f.name)), np.asarray(getattr(lib, f.name)))
-    # Every punch starts and ends in the guard, on the opponent's actuators.
+    # Every punch starts and ends with the opponent's puppet in the guard.
     table = params().punches
-    guard = np.clip(env().opponent.stance_ctrl, *env().opponent.ctrl_range.T)
-    ctrl, length = np.asarray(table.ctrl), np.asarray(table.length)
-    np.testing.assert_allclose(ctrl[:, 0], np.broadcast_to(guard, ctrl[:, 0].shape), atol=1e-5)
-    np.testing.assert_allclose(ctrl[np.arange(lib.size), length - 1], ctrl[:, 0], atol=1e-5)
+    guard = env().guard_mocap_pos[env().opponent.mocap_ids]
+    pos, length = np.asarray(table.body_pos), np.asarray(table.length)
+    np.testing.assert_allclose(pos[:, 0], np.broadcast_to(guard, pos[:, 0].shape), atol=1e-5)
+    np.testing.assert_allclose(pos[np.arange(lib.size), length - 1], pos[:, 0], atol=1e-5)
     assert np.all(np.asarray(table.impact) < length)
+
+
+def test_puppet_replays_the_articulated_opponents_forward_kinematics():
+    """Posed from the table, the puppet's gloves, keypoints and bodies are where the articulated opponent's
+    are with the library's joint angles (the pose the PD-driven opponent aimed at)."""
+    e, table = env(), params().punches
+    src, blue = e.arena.source_model, e.arena.source_index.blue
+    adr = [src.jnt_qposadr[src.joint("blue/" + j).id] for j in e.library.joint_names]
+    for name in ("jab-head-fast", "rear_hook-body-slow"):
+        p = e.library.names.index(name)
+        for t in (0, int(e.library.impact[p]), int(e.library.length[p]) // 3):
+            articulated = mujoco.MjData(src)
+            articulated.qpos[:] = e.arena.guard_qpos
+            articulated.qpos[adr] = e.library.qpos[p, t]
+            mujoco.mj_kinematics(src, articulated)
+            posed = mujoco.MjData(e.mj_model)
+            posed.mocap_pos[e.opponent.mocap_ids] = np.asarray(table.body_pos[p, t])
+            posed.mocap_quat[e.opponent.mocap_ids] = np.asarray(table.body_quat[p, t])
+            mujoco.mj_kinematics(e.mj_model, posed)
+            np.testing.assert_allclose(
+                posed.geom_xpos[e.opponent.glove_geom_ids],
+                articulated.geom_xpos[blue.glove_geom_ids],
+                atol=1e-5,
+            )
+            np.testing.assert_allclose(
+                posed.site_xpos[e.opponent.keypoint_site_ids],
+                articulated.site_xpos[blue.keypoint_site_ids],
+                atol=1e-5,
+            )
+    # Only our fighter (and the bag's ball joint) is simulated.
+    alone, _ = mjcf.build("simple", bag=True)
+    assert e.mj_model.nv == alone.nv and e.mj_model.nu == alone.nu
 
 
 def test_punch_library_errors_are_named(tmp_path):
@@ -131,7 +161,7 @@ def test_punch_library_errors_are_named(tmp_path):
         punches.validate(dataclasses.replace(lib, impact=lib.length.copy()))
     renamed = dataclasses.replace(lib, joint_names=(*lib.joint_names[:-1], "tail_wag"))
     with pytest.raises(ValueError, match="tail_wag"):
-        punches.device_table(renamed, env().opponent, ["shoulder_y_l"])
+        punches.device_table(renamed, env().arena)
     np.savez(str(tmp_path / "old.npz"), format_version=np.int32(0))
     with pytest.raises(ValueError, match="format 0"):
         punches.load(str(tmp_path / "old.npz"))
@@ -307,10 +337,11 @@ def test_score_on_posed_fighters():
     e = env()
     model = e.mj_model
     # Arms hanging down: the opponent's jab at its impact frame lands clean.
-    qpos = _with_impact_frame(e.guard_qpos.astype(np.float64), "jab-head-medium")
+    qpos = e.guard_qpos.astype(np.float64)
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
-    assert float(e._score(_kinematics(qpos), jnp.int32(0), jnp.int32(0))) == 1.0
+    data = _kinematics(qpos, impact_of="jab-head-medium")
+    assert float(e._score(data, jnp.int32(0), jnp.int32(0))) == 1.0
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))
     head = data.geom_xpos[e.me.head_geom_id]

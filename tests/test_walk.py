@@ -206,6 +206,9 @@ def test_exported_teacher_file_acts_like_the_checkpoint_and_checks_the_body(walk
     np.testing.assert_array_equal(teacher.teacher_action(shipped, obs), teacher.teacher_action(direct, obs))
     with pytest.raises(checkpoint.CheckpointMismatchError, match="body: checkpoint has 'simple'"):
         teacher.load_teacher(path, "muscular-fast")
+    fresh = teacher.untrained_teacher("simple")
+    assert teacher.teacher_action(fresh, obs).shape == (4, env().action_size)
+    np.testing.assert_array_equal(fresh.leg_mask, shipped.leg_mask)
     monkeypatch.setattr(teacher, "SHIPPED_DIR", str(tmp_path))
     assert teacher.shipped_teacher("simple") == path
     with pytest.raises(FileNotFoundError, match=r"body 'muscular' \(shipped: simple\)"):

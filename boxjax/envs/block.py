@@ -4,10 +4,10 @@ Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_
 change without a recompile):
 
 * ``face``: the opponent stands at the punch library's distance and replays the punch library
-  (`boxjax.envs.punches`) through his PD actuators: his joint targets follow the sampled punch at the
-  control rate, his arms are gravity-compensated with his own bias force from the previous step
-  (`qfrc_applied`), and his root is held kinematically (pose reset, velocity zeroed, every control step).
-  A punch *arrives* `arrival_lag_s` after its commanded impact frame and is scored then with
+  (`boxjax.envs.punches`) kinematically: he is a puppet of mocap bodies (`boxjax.mjcf.puppet`) posed
+  every control step from the sampled punch's frame, so his gloves go exactly where the recording
+  says and only our fighter is simulated. A punch *arrives* `arrival_lag_s` after its impact frame
+  and is scored then with
   `boxjax.envs.scoring` (0 when the glove stopped more than `reach_m` short): up to `block_max_score`
   is a block, above it a hit. Our fighter sees him only through `boxjax.envs.vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
@@ -23,8 +23,8 @@ change without a recompile):
 * ``shove``: a hard shove (`shove_speed_mps`) once, `shove_at_s` into the episode; standing
   `recover_s` later is a recovery.
 
-One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked,
-held in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
+One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked
+in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
 field of the observation is zero. The bag hangs 1.25 m from the face position, out of reach.
 
 The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
@@ -54,6 +54,7 @@ from boxjax import mjcf
 from boxjax.envs import ik, punches, rewards, scoring, vision, walk
 from boxjax.envs import teacher as teacher_lib
 from boxjax.envs.base import State
+from boxjax.mjcf import puppet
 from boxjax.physics import mjx as physics
 
 KINDS = ("face", "command", "walk", "bag", "shove")
@@ -97,12 +98,16 @@ class BlockConfig:
     """Range of the random time the opponent waits in the guard before each punch."""
     vision_delay_s: float = 0.1
     """Age of the vision frame the policy sees."""
-    arrival_lag_s: float = 0.05
-    """A punch is scored this long after its commanded impact frame (the PD arm's lag)."""
+    arrival_lag_s: float = 0.0
+    """A punch is scored this long after its impact frame (the puppet's glove is on target at it)."""
     reach_m: float = 0.1
     """A punch whose glove stops farther than this from the target's surface scores 0."""
     block_max_score: float = 0.25
     """An arriving punch scoring at most this is a block; above it, a hit."""
+    opponent_contact_timeconst_s: float = 0.2
+    """Time constant of the puppet opponent's contacts (`boxjax.mjcf.puppet`): at 0.2 s a clean hit on
+    a fighter standing passively in the guard peaks at ~100-200 N and does not floor him; at MuJoCo's
+    default 0.02 s it peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
     opponent_park_m: tuple[float, float] = (0.0, -6.0)
     """Where the opponent stands (x, y) outside face episodes."""
     teacher: str = ""
@@ -339,8 +344,10 @@ class BlockEnv:
     ):
         self.config = config
         teacher_source = teacher_lib.resolve(config.teacher, config.body) if config.teacher else ""
-        self.mj_model, arena = mjcf.build(config.body, opponent=True, bag=True)
-        self.me, self.opponent = arena.red, arena.blue
+        lib = punches.load(config.punch_library or None, body=config.body)
+        self.arena = puppet.build(config.body, lib.distance_m, config.opponent_contact_timeconst_s)
+        self.mj_model, arena = self.arena.model, self.arena.index
+        self.me, self.opponent = arena.red, self.arena.puppet
         budget = mjcf.PAIR_BUDGET[config.body]
         self.physics = physics_config or physics.PhysicsConfig(
             contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
@@ -351,11 +358,11 @@ class BlockEnv:
                 f"control_dt_s {config.control_dt_s} is not a multiple of the physics timestep "
                 f"{self.mj_model.opt.timestep}"
             )
-        lib = punches.load(config.punch_library or None, body=config.body)
         self.library = punches.resample(lib, 1.0 / config.control_dt_s)
-        self.guard_qpos = punches.place_opponent(
-            self.mj_model.key_qpos[arena.keyframes["stance"]], self.opponent, lib.distance_m
-        ).astype(np.float32)
+        self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)
+        """(nq,) our fighter in the guard, the bag at rest (the opponent is mocap: `guard_mocap_*`)."""
+        self.guard_mocap_pos = self.mj_model.key_mpos[arena.keyframes["stance"]].reshape(-1, 3)
+        self.guard_mocap_quat = self.mj_model.key_mquat[arena.keyframes["stance"]].reshape(-1, 4)
         self._resolve(arena)
         self.obs_slices = self._layout()
         self.observation_size = self.obs_slices["task"].stop
@@ -386,10 +393,9 @@ class BlockEnv:
             raise ValueError("every IK arm joint must be actuated")
         self.arm_act = np.array([w[0] for w in where], np.int32)
         """(8,) actuator positions of the IK's arm joints."""
-        root = slice(opp.qpos_adr, opp.qpos_adr + 7)
-        self.opponent_root = self.guard_qpos[root].copy()
-        self.parked_root = self.opponent_root.copy()
-        self.parked_root[:2] = cfg.opponent_park_m
+        self.park_offset = np.zeros(3, np.float32)
+        self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy
+        """(3,) the opponent's move from the face position to his parking spot."""
         self.nu = int(me.act_qpos_adr.shape[0])
         self.action_size = int(me.action_size)
         self.body_weight_n = float(model.body_subtreemass[me.pelvis_body] * -model.opt.gravity[2])
@@ -422,17 +428,19 @@ class BlockEnv:
         template = physics.make_data(self.mj_model, self.physics)
         ctrl = np.zeros(self.mj_model.nu, np.float32)
         ctrl[self.me.actuator_ids] = self.me.stance_ctrl
-        ctrl[self.opponent.actuator_ids] = self.opponent.stance_ctrl
-        names = [
-            self.mj_model.actuator(a).name[len(self.opponent.prefix) :] for a in self.opponent.actuator_ids
-        ]
         guard = mujoco.MjData(self.mj_model)
         guard.qpos[:] = self.guard_qpos
         mujoco.mj_kinematics(self.mj_model, guard)
+        template = template.replace(
+            qpos=jnp.asarray(self.guard_qpos),
+            ctrl=jnp.asarray(ctrl),
+            mocap_pos=jnp.asarray(self.guard_mocap_pos, jnp.float32),
+            mocap_quat=jnp.asarray(self.guard_mocap_quat, jnp.float32),
+        )
         return BlockParams(
             model=physics.put_model(self.mj_model, self.physics),
-            template=template.replace(qpos=jnp.asarray(self.guard_qpos), ctrl=jnp.asarray(ctrl)),
-            punches=punches.device_table(self.library, self.opponent, names),
+            template=template,
+            punches=punches.device_table(self.library, self.arena),
             guard_vision=jnp.asarray(vision.see(guard, self.vision_index), jnp.float32),
             ik_model=self.arm_ik.model,
             kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
@@ -453,7 +461,9 @@ class BlockEnv:
         pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
         spot = self._draw_spot(qpos, k_walk)
         t = params.template
-        data = t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel))
+        data = self._pose_opponent(
+            t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel)), params.punches, 0, 0, kind
+        )
         k_first, k_gap = jax.random.split(k_punch)
         zero = jnp.zeros((), jnp.float32)
         seen = params.guard_vision * (kind == FACE)
@@ -499,8 +509,8 @@ class BlockEnv:
         face = (info.kind == FACE).astype(jnp.float32)
         key, k_punch, k_shove = jax.random.split(info.key, 3)
         punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        punch_ctrl = jnp.where(face > 0, table.ctrl[punch, jnp.maximum(frame, 0)], table.ctrl[punch, 0])
-        data = self._drive(params, state.data, action, punch_ctrl, info)
+        data = self._pose_opponent(state.data, table, punch, frame, info.kind)
+        data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
         data = physics.step(params.model, data, self.substeps)
         finite = physics.is_finite(data)
@@ -584,8 +594,8 @@ class BlockEnv:
 
     # -- reset pieces ---------------------------------------------------------------------------------
     def _initial_qpos(self, params: BlockParams, kind, k_noise, k_place) -> jax.Array:
-        """(nq,) the guard with joint noise, our fighter placed for `kind`, the opponent parked (not face)."""
-        me, opp, cfg = self.me, self.opponent, self.config
+        """(nq,) the guard with joint noise, our fighter placed for `kind`."""
+        me, cfg = self.me, self.config
         k_yaw, k_dist = jax.random.split(k_place)
         noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -cfg.init_noise_rad, cfg.init_noise_rad)
         qpos = params.template.qpos.at[jnp.asarray(me.act_qpos_adr)].add(noise)
@@ -597,9 +607,7 @@ class BlockEnv:
         walk = turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
         bag = turn_root(root, yaw, facing_bag)
         root = jnp.where(kind == WALK, walk, jnp.where(kind == BAG, bag, root))
-        opp_root = jnp.where(kind == FACE, jnp.asarray(self.opponent_root), jnp.asarray(self.parked_root))
-        qpos = qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
-        return qpos.at[opp.qpos_adr : opp.qpos_adr + 7].set(opp_root)
+        return qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
 
     def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
         """A command drawn and fitted: (guard pose with the fitted arms (nu,), pose id, glove offsets (2, 3),
@@ -627,19 +635,25 @@ class BlockEnv:
         )
 
     # -- step pieces ----------------------------------------------------------------------------------
-    def _drive(self, params: BlockParams, data: mjx.Data, action, opponent_ctrl, info: BlockInfo):
-        """Our PD targets around the reference pose, the opponent's from his punch, his root held in place."""
-        me, opp = self.me, self.opponent
+    def _pose_opponent(self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind) -> mjx.Data:
+        """The puppet at `frame` of `punch` (the guard while he waits, frame < 0), in the face position in
+        face episodes, parked in the guard otherwise."""
+        face = kind == FACE
+        at = jnp.where(face, jnp.maximum(frame, 0), 0)
+        pos = table.body_pos[punch, at] + jnp.where(face, 0.0, jnp.asarray(self.park_offset))
+        rows = jnp.asarray(self.opponent.mocap_ids)
+        return data.replace(
+            mocap_pos=data.mocap_pos.at[rows].set(pos),
+            mocap_quat=data.mocap_quat.at[rows].set(table.body_quat[punch, at]),
+        )
+
+    def _drive(self, data: mjx.Data, action, info: BlockInfo) -> mjx.Data:
+        """Our PD targets: the episode's reference pose plus the scaled action, clipped to the ranges."""
+        me = self.me
         lo, hi = jnp.asarray(me.ctrl_range[:, 0]), jnp.asarray(me.ctrl_range[:, 1])
         offset = self.config.action_scale_rad * action[jnp.asarray(me.action_group)]
         ctrl = data.ctrl.at[jnp.asarray(me.actuator_ids)].set(jnp.clip(info.pose_ref + offset, lo, hi))
-        ctrl = ctrl.at[jnp.asarray(opp.actuator_ids)].set(opponent_ctrl)
-        held = jnp.where(info.kind == FACE, jnp.asarray(self.opponent_root), jnp.asarray(self.parked_root))
-        qpos = data.qpos.at[opp.qpos_adr : opp.qpos_adr + 7].set(held)
-        qvel = data.qvel.at[opp.dof_adr : opp.dof_adr + 6].set(0.0)
-        hinges = slice(opp.dof_adr + 6, opp.dof_adr + opp.nv)
-        applied = jnp.zeros_like(data.qfrc_applied).at[hinges].set(data.qfrc_bias[hinges])
-        return data.replace(ctrl=ctrl, qpos=qpos, qvel=qvel, qfrc_applied=applied)
+        return data.replace(ctrl=ctrl)
 
     def _shove(self, data: mjx.Data, info: BlockInfo, key: jax.Array) -> tuple[mjx.Data, jax.Array]:
         """The shove episode's kick of our root, on its step: (data, () float32 shoved)."""

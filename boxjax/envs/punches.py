@@ -28,8 +28,9 @@ key                 dtype, shape    meaning
 
 Real recordings replace the generated file by writing the same keys: retarget the recording onto the
 named hinges, resample to any fixed rate, start and end each punch in the guard, and mark the impact
-frame. The environment resamples to its control rate (`resample`) and maps the joints onto the
-opponent's actuators by name (`device_table`).
+frame. The environment resamples to its control rate (`resample`) and poses the opponent by name
+through forward kinematics, frame by frame, into the body poses of his puppet (`device_table`,
+`boxjax.mjcf.puppet`).
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ import os
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 from flax import struct
 
-from boxjax.mjcf import arena
-from boxjax.mjcf.indexing import FighterIndex
+from boxjax.mjcf.puppet import PuppetArena
 
 FORMAT_VERSION = 1
 KINDS = ("jab", "cross", "lead_hook", "rear_hook", "lead_uppercut", "rear_uppercut")
@@ -88,10 +89,13 @@ class PunchLibrary:
 
 @struct.dataclass
 class PunchTable:
-    """The library on the device, at the control rate, as PD targets of the opponent's actuators."""
+    """The library on the device, at the control rate, as poses of the opponent's puppet bodies."""
 
-    ctrl: jax.Array
-    """(P, T, nu) float32 opponent PD targets per control step (past a punch's end: the guard)."""
+    body_pos: jax.Array
+    """(P, T, B, 3) float32 world position of each puppet body per control step, the opponent in the face
+    position (past a punch's end: the guard)."""
+    body_quat: jax.Array
+    """(P, T, B, 4) float32 their orientations (w, x, y, z)."""
     length: jax.Array
     """(P,) int32 control steps of each punch."""
     impact: jax.Array
@@ -204,38 +208,41 @@ def resample(lib: PunchLibrary, rate_hz: float) -> PunchLibrary:
     return dataclasses.replace(lib, qpos=out, length=length, impact=impact, rate_hz=float(rate_hz))
 
 
-def device_table(lib: PunchLibrary, fighter: FighterIndex, actuator_names: list[str]) -> PunchTable:
-    """Map the library onto one fighter's actuators (by joint name) as a device table.
+def device_table(lib: PunchLibrary, arena: PuppetArena) -> PunchTable:
+    """The library as puppet poses on the device: forward kinematics of the articulated opponent.
+
+    Every frame poses the opponent of `arena.source_model` in the guard (`arena.guard_qpos`) with the
+    library's joints set (clipped to their ranges, as his PD targets were), and keeps the world poses of
+    the bodies `arena.puppet` mirrors.
 
     Args:
       lib: the library, already at the control rate (`resample`).
-      fighter: the opponent's index (its `stance_ctrl` fills the joints the library does not list).
-      actuator_names: the fighter's actuator names without prefix, in `fighter.actuator_ids` order.
+      arena: the block arena (`boxjax.mjcf.puppet.build`).
 
     Raises:
-      ValueError: a library joint the fighter has no actuator for.
+      ValueError: a library joint the opponent's body does not have.
     """
-    column = {name: i for i, name in enumerate(actuator_names)}
-    missing = [n for n in lib.joint_names if n not in column]
+    model, blue = arena.source_model, arena.source_index.blue
+    joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, blue.prefix + n) for n in lib.joint_names]
+    missing = [n for n, j in zip(lib.joint_names, joints, strict=True) if j < 0]
     if missing:
-        raise ValueError(f"punch library joints {missing} have no actuator on this body")
-    ctrl = np.broadcast_to(fighter.stance_ctrl, (*lib.qpos.shape[:2], fighter.stance_ctrl.shape[0])).copy()
-    ctrl[:, :, [column[n] for n in lib.joint_names]] = lib.qpos
-    lo, hi = fighter.ctrl_range[:, 0], fighter.ctrl_range[:, 1]
+        raise ValueError(f"punch library joints {missing} are not joints of the {arena.index.body!r} body")
+    adr, bodies = model.jnt_qposadr[joints], arena.puppet.source_body_ids
+    angles = np.clip(lib.qpos, *model.jnt_range[joints].T)
+    data = mujoco.MjData(model)
+    pos = np.empty((*lib.qpos.shape[:2], bodies.shape[0], 3), np.float32)
+    quat = np.empty((*lib.qpos.shape[:2], bodies.shape[0], 4), np.float32)
+    for p in range(lib.size):
+        for t in range(lib.qpos.shape[1]):
+            data.qpos[:] = arena.guard_qpos
+            data.qpos[adr] = angles[p, t]
+            mujoco.mj_kinematics(model, data)
+            pos[p, t], quat[p, t] = data.xpos[bodies], data.xquat[bodies]
     return PunchTable(
-        ctrl=jnp.asarray(np.clip(ctrl, lo, hi), jnp.float32),
+        body_pos=jnp.asarray(pos),
+        body_quat=jnp.asarray(quat),
         length=jnp.asarray(lib.length, jnp.int32),
         impact=jnp.asarray(lib.impact, jnp.int32),
         hand=jnp.asarray([HANDS.index(h) for h in lib.hand], jnp.int32),
         target=jnp.asarray([TARGETS.index(t) for t in lib.target], jnp.int32),
     )
-
-
-def place_opponent(qpos: np.ndarray, opponent: FighterIndex, distance_m: float) -> np.ndarray:
-    """Arena qpos with the opponent moved along x so the fighters' centres of mass are `distance_m` apart.
-
-    The arena's keyframes put them `arena.OPPONENT_DISTANCE` apart, the opponent facing -x.
-    """
-    out = np.array(qpos, copy=True)
-    out[opponent.qpos_adr] -= arena.OPPONENT_DISTANCE - distance_m
-    return out

@@ -183,6 +183,24 @@ def load_teacher(source: str, body: str, step: int | None = None) -> Teacher:
     return teacher.replace(params=restored["params"], normalizer=restored["normalizer"])
 
 
+def untrained_teacher(body: str, hidden: tuple[int, ...] = (256, 256), seed: int = 0) -> Teacher:
+    """A walking teacher of `body` with fresh weights and unit observation statistics: the shape and
+    cost of a trained one (for benchmarks of bodies without a shipped teacher), not its behaviour."""
+    if body not in mjcf.BODIES:
+        raise ValueError(f"unknown body {body!r}; valid: {', '.join(mjcf.BODIES)}")
+    _, arena = mjcf.build(body)
+    meta = {
+        "env": TASK,
+        "body": body,
+        "observation_size": walk.walk_observation_size(arena.red),
+        "action_size": int(arena.red.action_size),
+        "ppo": {"policy_hidden": list(hidden), "value_hidden": list(hidden)},
+    }
+    teacher, _ = _template(body, meta, "untrained")
+    obs = jnp.zeros((1, teacher.normalizer.mean.shape[-1]), jnp.float32)
+    return teacher.replace(params=teacher.network().init(jax.random.PRNGKey(seed), obs))
+
+
 def export_teacher(checkpoint_dir: str, body: str, path: str, step: int | None = None) -> dict[str, Any]:
     """Write the policy of a walk checkpoint (parameters, observation statistics, meta) to one small file.
 

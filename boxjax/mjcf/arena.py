@@ -63,7 +63,9 @@ def _target(spec: mujoco.MjSpec) -> None:
     target.add_site(name="target", size=[0.03, 0, 0], rgba=[1, 0.9, 0, 0.7])
 
 
-def _arena_spec(body: str, opponent: bool, bag: bool) -> mujoco.MjSpec:
+def arena_spec(body: str, *, opponent: bool, bag: bool, bag_anchor=None) -> mujoco.MjSpec:
+    """The arena's spec before keyframes: floor, our fighter, optionally the opponent and the bag (hung
+    at `bag_anchor`, default `BAG_ANCHOR[opponent]`), and the mocap target."""
     spec = mujoco.MjSpec()
     spec.modelname = f"arena-{body}"
     spec.compiler.degree = False
@@ -77,7 +79,7 @@ def _arena_spec(body: str, opponent: bool, bag: bool) -> mujoco.MjSpec:
         frame = spec.worldbody.add_frame(pos=[OPPONENT_DISTANCE, 0, 0], quat=[0, 0, 0, 1])
         spec.attach(fighter, prefix=BLUE, frame=frame)
     if bag:
-        _bag(spec, BAG_ANCHOR[opponent])
+        _bag(spec, BAG_ANCHOR[opponent] if bag_anchor is None else bag_anchor)
     _target(spec)
     return spec
 
@@ -101,8 +103,11 @@ def _place(model, single, prefix: str, key: poses.Keyframe, qpos, ctrl) -> None:
         ctrl[model.actuator(prefix + single.actuator(a).name).id] = key.ctrl[a]
 
 
-def _add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool) -> None:
+def add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool) -> None:
+    """Adds the `POSE_NAMES` keyframes to `spec` (compiled as `model`): every fighter placed, every mocap
+    body where the spec puts it."""
     single = boxer.boxer_spec(body).compile()
+    mocap = np.argsort(model.body_mocapid)[np.sort(model.body_mocapid) >= 0]
     for name in poses.POSE_NAMES:
         key = poses.keyframe(body, name)
         qpos, ctrl = model.qpos0.copy(), np.zeros(model.nu)
@@ -114,8 +119,8 @@ def _add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, oppone
             name=name,
             qpos=qpos.tolist(),
             ctrl=ctrl.tolist(),
-            mpos=np.asarray(TARGET_POS, float).tolist(),
-            mquat=[1.0, 0.0, 0.0, 0.0],
+            mpos=model.body_pos[mocap].ravel().tolist(),
+            mquat=model.body_quat[mocap].ravel().tolist(),
         )
 
 
@@ -133,7 +138,7 @@ def build(
       (model, index): the compiled model with keyframes "stand" and "stance", and its `ArenaIndex`.
     """
     boxer.variant(body)
-    spec = _arena_spec(body, opponent, bag)
-    _add_keyframes(spec, spec.compile(), body, opponent)
+    spec = arena_spec(body, opponent=opponent, bag=bag)
+    add_keyframes(spec, spec.compile(), body, opponent)
     model = spec.compile()
     return model, indexing.arena_index(model, body, opponent=opponent, bag=bag)

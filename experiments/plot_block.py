@@ -1,0 +1,81 @@
+"""Where a blocking iteration's time goes: a PNG from `bench_block.py`'s rows.
+
+    python experiments/plot_block.py results/bench/block-*.jsonl --out docs/block-iteration.png
+
+One horizontal stacked bar per measured shape (device, body, worlds x steps): physics, vision, scoring, IK,
+teacher, the rest of the rollout, and the PPO update, in seconds per iteration (the newest row of each
+metric wins). The seed's reported RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn
+for comparison. Needs matplotlib (`pip install matplotlib`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
+COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+SEED = ("seed, RTX 5090 (reported)", {"other": 1.09, "update": 0.08})
+"""The seed's blocking iteration: env step 1.09 s (not split further in the report), update 0.08 s."""
+
+
+def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
+    """{(device, body, worlds, unroll): {metric: value}} of the rows with an iteration breakdown."""
+    shapes: dict[tuple, dict[str, float]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                row = json.loads(line)
+                if row.get("bench") != "block" or "unroll" not in row:
+                    continue
+                key = (row["device"], row["body"], row["worlds"], row["unroll"])
+                shapes.setdefault(key, {})[row["metric"]] = row["value"]
+    return {k: m for k, m in shapes.items() if "s_per_iteration" in m}
+
+
+def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:
+    """Draw the bars (ours, then the seed's) into `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [
+        (f"{device}, {body}, {worlds} x {unroll}", {p: max(m.get(f"it_{p}_s", 0.0), 0.0) for p in PARTS})
+        for (device, body, worlds, unroll), m in sorted(shapes.items())
+    ]
+    bars.append(SEED)
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.6 * len(bars)))
+    for row, (_, parts) in enumerate(bars):
+        left = 0.0
+        for part, colour in zip(PARTS, COLOURS, strict=True):
+            width = parts.get(part, 0.0)
+            ax.barh(row, width, left=left, color=colour, label=part if row == 0 else None)
+            left += width
+        ax.text(left + 0.01, row, f"{left:.3f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per PPO iteration (collect + update)")
+    ax.set_title("Blocking iteration: where the time goes")
+    ax.legend(ncol=len(PARTS), fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, draw."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("rows", nargs="+", help="bench_block.py JSON Lines files")
+    p.add_argument("--out", default="docs/block-iteration.png")
+    args = p.parse_args(argv)
+    shapes = load(args.rows)
+    if not shapes:
+        files = ", ".join(args.rows)
+        raise SystemExit(f"no block iteration rows (bench_block.py without --no-iteration) in {files}")
+    plot(shapes, args.out)
+    print(f"wrote {args.out} ({len(shapes)} measured shapes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
