@@ -67,6 +67,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
     p.add_argument("--no-iteration", action="store_true", help="time the env step only")
     p.add_argument("--out", default=os.path.join("results", "bench"))
+    p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
     return p.parse_args(argv)
 
@@ -310,8 +311,17 @@ def measure(body: str, worlds: int, unroll: int, repeats: int):
     return rows, {**seconds, "reset": reset_s}, first
 
 
-def markdown(rows: list[dict]) -> str:
-    """The printed table: one line per body and world count, parts as ms and share of the step."""
+def dollars(m: dict[str, float], price: tuple[str, float] | None) -> str:
+    """'$ per 1,000 iterations | $ per million steps' cells of one measured shape."""
+    if price is None:
+        return "n/a | n/a"
+    per_it = m["s_per_iteration"] * 1000 / 3600 * price[1]
+    return f"{per_it:.3f} | {1e6 / m['steps_per_s'] / 3600 * price[1]:.4f}"
+
+
+def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
+    """The printed tables: env step per body and world count (parts as ms and share of the step), then
+    the iteration with its parts (s) and its cost at `price` (name, $/h)."""
     table: dict[tuple[str, int], dict[str, float]] = {}
     for r in rows:
         table.setdefault((r["body"], r["worlds"]), {})[r["metric"]] = r["value"]
@@ -328,14 +338,16 @@ def markdown(rows: list[dict]) -> str:
             "",
             "| body | worlds | s/iteration | steps/s | "
             + " | ".join(f"{p} s" for p in ITERATION_PARTS)
-            + " |",
+            + " | $/1k it | $/M steps |",
         ]
-        lines.append("|" + "---|" * (4 + len(ITERATION_PARTS)))
+        lines.append("|" + "---|" * (6 + len(ITERATION_PARTS)))
         for (body, worlds), m in timed:
             cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" for p in ITERATION_PARTS)
             lines.append(
-                f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} |"
+                f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} | "
+                f"{dollars(m, price)} |"
             )
+        lines.append("\n" + (f"prices: {price[0]} at ${price[1]}/h" if price else "no price for this device"))
     return "\n".join(lines)
 
 
@@ -391,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(row) + "\n")
                     f.flush()
                 print(f"measured {body} at {worlds} worlds", flush=True)
-    print(markdown(rows))
+    with open(os.path.join(bench.HERE, "prices.json")) as f:
+        prices = json.load(f)
+    print(markdown(rows, bench.price_of(device, prices, args.price)))
     print(f"rows written to {path}")
     return 0
 
