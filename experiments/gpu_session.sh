@@ -91,17 +91,26 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
     ;;
-  learn)  # learn BODY MINUTES: the block learning check, factor kernel on and off side by side (same seed)
-    body=$2; minutes=$3
-    log "block learning check $body $minutes min, fused and stock"
+  learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed)
+    body=$2; minutes=$3; init=${4:+--init $4}
+    log "block learning check $body $minutes min, fused and stock ${4:+from $4}"
     for factor in fused stock; do
       XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
         --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
-        --factor $factor --seed 0 --name "learn-$body-$factor" 2>&1 | grep -v "^Module " \
+        --factor $factor --seed 0 --name "learn-$body-$factor" $init 2>&1 | grep -v "^Module " \
         > "$OUT/logs/learn-$body-$factor.txt" &
     done
     wait
     tail -n 2 "$OUT"/logs/learn-*.txt
+    ;;
+  stance-then-learn)  # stance-then-learn BODY MINUTES: solve the stance, then `learn` from its checkpoint
+    body=$2
+    log "stance solve for the learning check: $body"
+    timeout "${SOLVE_LIMIT_S:-300}" python3 experiments/stance.py --platform gpu --body "$body" --envs 1024 \
+      --unroll 32 --iterations 3000 --checkpoint-every 100 --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 \
+      | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
+    tail -2 "$OUT/logs/stance-$body.txt"
+    bash "$0" learn "$body" "$3" "runs/stance-$body/checkpoints"
     ;;
   cpu)  # the CPU path on this machine's cores
     log "cpu bench"
