@@ -6,6 +6,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 
@@ -66,3 +67,33 @@ def test_unknown_fighter_joint_is_named():
     broken = index.red.__class__(**{**index.red.__dict__, "prefix": "green/"})
     with pytest.raises(KeyError, match="green/"):
         arm_ik.make_arm_ik(model, broken)
+
+
+def test_hinge_jacobian_equals_differentiating_the_kinematics():
+    model, index = mjcf.arena.build("simple")
+    ik = arm_ik.make_arm_ik(model, index.red)
+    qpos = jnp.asarray(model.key("stance").qpos, jnp.float32)
+    adr = jnp.asarray(ik.qpos_adr)
+
+    def gloves(angles):
+        return arm_ik.glove_positions(ik, qpos.at[adr].set(angles)).reshape(-1)
+
+    def both(angles):
+        analytic = arm_ik.glove_jacobian(ik, arm_ik._kinematics(ik, qpos.at[adr].set(angles)))
+        return analytic, jax.jacfwd(gloves)(angles)
+
+    rng = np.random.default_rng(1)
+    mid = 0.5 * (ik.lower + ik.upper)
+    poses = np.clip(mid + rng.uniform(-0.6, 0.6, (3, mid.size)), ik.lower, ik.upper).astype(np.float32)
+    with jax.default_matmul_precision("highest"):
+        analytic, differentiated = jax.jit(jax.vmap(both))(jnp.asarray(poses))
+    assert analytic.shape == (3, 6, len(ik.qpos_adr))
+    np.testing.assert_allclose(analytic, differentiated, atol=1e-5)
+    assert float(jnp.abs(analytic).max()) > 0.1  # not trivially zero
+
+
+def test_arm_joints_must_be_hinges_above_their_glove():
+    model, index = mjcf.arena.build("simple")
+    model.jnt_type[model.joint("red/elbow_l").id] = mujoco.mjtJoint.mjJNT_SLIDE
+    with pytest.raises(ValueError, match="red/elbow_l.*hinge above its glove"):
+        arm_ik.make_arm_ik(model, index.red)
