@@ -21,11 +21,47 @@ Optionally, a curriculum whose state lives in the training state (never in Pytho
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+from boxjax import mjcf
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    """What every task's config has: the body, the control step and the episode length, with their checks,
+    the step counts they imply and a JSON-friendly copy. Tasks subclass it with their own fields."""
+
+    body: str = "simple"
+    """Boxer body: one of `boxjax.mjcf.BODIES`."""
+    control_dt_s: float = 0.025
+    """Seconds between policy actions (a multiple of the physics timestep)."""
+    episode_s: float = 10.0
+    """Episode length in seconds (the time limit)."""
+
+    def __post_init__(self) -> None:
+        """Reject an unknown body (naming the valid ones) and non-positive times."""
+        if self.body not in mjcf.BODIES:
+            raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
+        if self.control_dt_s <= 0 or self.episode_s <= 0:
+            raise ValueError(f"{type(self).__name__}: control_dt_s and episode_s must be positive")
+
+    @property
+    def max_steps(self) -> int:
+        """Control steps per episode."""
+        return self.steps(self.episode_s)
+
+    def steps(self, seconds: float) -> int:
+        """Control steps closest to `seconds`."""
+        return int(round(seconds / self.control_dt_s))
+
+    def to_dict(self) -> dict:
+        """JSON-friendly copy."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
 @struct.dataclass

@@ -53,7 +53,7 @@ from mujoco import mjx
 from boxjax import mjcf
 from boxjax.envs import ik, punches, rewards, scoring, vision, walk
 from boxjax.envs import teacher as teacher_lib
-from boxjax.envs.base import State
+from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import puppet
 from boxjax.physics import mjx as physics
 
@@ -77,15 +77,9 @@ the pelvis heading frame of `ik.GUARD_POSES`) and fitted arm angles minus the gu
 
 
 @dataclasses.dataclass(frozen=True)
-class BlockConfig:
+class BlockConfig(TaskConfig):
     """Task settings of the block environment."""
 
-    body: str = "simple"
-    """Boxer body of both fighters: one of `boxjax.mjcf.BODIES`."""
-    control_dt_s: float = 0.025
-    """Seconds between policy actions (a multiple of the physics timestep)."""
-    episode_s: float = 10.0
-    """Episode length in seconds (the time limit)."""
     kind_weights: tuple[float, ...] = (0.4, 0.2, 0.15, 0.15, 0.1)
     """Relative weights of the episode kinds, `KINDS` order (face, command, walk, bag, shove)."""
     action_scale_rad: float = 0.4
@@ -183,10 +177,7 @@ class BlockConfig:
 
     def __post_init__(self) -> None:
         """Reject unknown bodies and bad values with the valid choices named."""
-        if self.body not in mjcf.BODIES:
-            raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
-        if self.control_dt_s <= 0 or self.episode_s <= 0:
-            raise ValueError("BlockConfig: control_dt_s and episode_s must be positive")
+        super().__post_init__()
         if len(self.kind_weights) != len(KINDS) or min(self.kind_weights) < 0 or sum(self.kind_weights) <= 0:
             raise ValueError(
                 f"BlockConfig: kind_weights needs {len(KINDS)} weights >= 0 ({', '.join(KINDS)})"
@@ -199,19 +190,6 @@ class BlockConfig:
             raise ValueError("BlockConfig: vision_delay_s, arrival_lag_s and reach_m must be >= 0")
         if self.ik_iterations < 1:
             raise ValueError("BlockConfig: ik_iterations must be >= 1")
-
-    @property
-    def max_steps(self) -> int:
-        """Control steps per episode."""
-        return self.steps(self.episode_s)
-
-    def steps(self, seconds: float) -> int:
-        """Control steps closest to `seconds`."""
-        return int(round(seconds / self.control_dt_s))
-
-    def to_dict(self) -> dict:
-        """JSON-friendly copy."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
 @struct.dataclass

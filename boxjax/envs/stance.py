@@ -21,20 +21,14 @@ from mujoco import mjx
 
 from boxjax import mjcf
 from boxjax.envs import stance_math
-from boxjax.envs.base import EpisodeSummary, State
+from boxjax.envs.base import EpisodeSummary, State, TaskConfig
 from boxjax.physics import mjx as physics
 
 
 @dataclasses.dataclass(frozen=True)
-class StanceConfig:
+class StanceConfig(TaskConfig):
     """Task settings of the stance environment."""
 
-    body: str = "simple"
-    """Boxer body: one of `boxjax.mjcf.BODIES`."""
-    control_dt_s: float = 0.025
-    """Seconds between policy actions (a multiple of the physics timestep)."""
-    episode_s: float = 10.0
-    """Episode length in seconds (the time limit)."""
     action_scale_rad: float = 0.4
     """Joint-target offset from the reference for an action of 1."""
     rhythm_period_s: float = 0.8
@@ -80,19 +74,9 @@ class StanceConfig:
 
     def __post_init__(self) -> None:
         """Reject unknown bodies and bad values with the valid choices named."""
-        if self.body not in mjcf.BODIES:
-            raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
-        if self.control_dt_s <= 0 or self.episode_s <= 0 or self.levels <= 0:
-            raise ValueError("StanceConfig: control_dt_s, episode_s and levels must be positive")
-
-    @property
-    def max_steps(self) -> int:
-        """Control steps per episode."""
-        return int(round(self.episode_s / self.control_dt_s))
-
-    def to_dict(self) -> dict:
-        """JSON-friendly copy."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        super().__post_init__()
+        if self.levels <= 0:
+            raise ValueError(f"StanceConfig.levels must be positive, got {self.levels}")
 
 
 @struct.dataclass

@@ -28,7 +28,7 @@ from mujoco import mjx
 
 from boxjax import mjcf
 from boxjax.envs import rewards
-from boxjax.envs.base import State
+from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import poses
 from boxjax.physics import mjx as physics
 
@@ -46,15 +46,9 @@ velocity 3, touch 2, command 3)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class WalkConfig:
+class WalkConfig(TaskConfig):
     """Task settings of the walk environment."""
 
-    body: str = "simple"
-    """Boxer body: one of `boxjax.mjcf.BODIES`."""
-    control_dt_s: float = 0.025
-    """Seconds between policy actions (a multiple of the physics timestep)."""
-    episode_s: float = 10.0
-    """Episode length in seconds (the time limit)."""
     action_scale_rad: float = 0.4
     """Joint-target offset from the guard for an action of 1 (as in stance and block)."""
     init_noise_rad: float = 0.02
@@ -98,10 +92,9 @@ class WalkConfig:
 
     def __post_init__(self) -> None:
         """Reject unknown bodies and bad values with the valid choices named."""
-        if self.body not in mjcf.BODIES:
-            raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
-        if self.control_dt_s <= 0 or self.episode_s <= 0 or self.tracking_sigma <= 0:
-            raise ValueError("WalkConfig: control_dt_s, episode_s and tracking_sigma must be positive")
+        super().__post_init__()
+        if self.tracking_sigma <= 0:
+            raise ValueError(f"WalkConfig.tracking_sigma must be positive, got {self.tracking_sigma}")
         if not 0.0 <= self.zero_command_share <= 1.0:
             raise ValueError(
                 f"WalkConfig.zero_command_share must lie in [0, 1], got {self.zero_command_share}"
@@ -112,15 +105,6 @@ class WalkConfig:
                 raise ValueError(f"WalkConfig.{name} must be (low, high) with low <= high, got {(low, high)}")
         if self.shove_interval_s[0] <= 0:
             raise ValueError("WalkConfig.shove_interval_s must be positive")
-
-    @property
-    def max_steps(self) -> int:
-        """Control steps per episode."""
-        return int(round(self.episode_s / self.control_dt_s))
-
-    def to_dict(self) -> dict:
-        """JSON-friendly copy."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
 @struct.dataclass
