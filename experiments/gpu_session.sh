@@ -74,7 +74,7 @@ case "$1" in
     log "factor bench"
     timeout "${FACTOR_LIMIT_S:-420}" python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
     ;;
-  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its last checkpoint comes back in $OUT
+  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its policy comes back in $OUT as walk-BODY.msgpack (with the metrics)
     body=$2; minutes=$3; shift 3
     log "walk $body $minutes min $*"
     timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
@@ -103,14 +103,20 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     wait
     tail -n 2 "$OUT"/logs/learn-*.txt
     ;;
-  stance-then-learn)  # stance-then-learn BODY MINUTES: solve the stance, then `learn` from its checkpoint
+  stance-then-learn)  # stance-then-learn BODY MINUTES: solve the stance, then `learn` from its checkpoint.
+    # One 10-minute call: stance <= SOLVE_LIMIT_S (default 260 s; checkpoints every 25 iterations, so a run
+    # cut short still leaves one), then learn <= LEARN_LIMIT_S (default 300 s) with MINUTES of training.
     body=$2
     log "stance solve for the learning check: $body"
-    timeout "${SOLVE_LIMIT_S:-300}" python3 experiments/stance.py --platform gpu --body "$body" --envs 1024 \
-      --unroll 32 --iterations 3000 --checkpoint-every 100 --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 \
+    timeout "${SOLVE_LIMIT_S:-260}" python3 experiments/stance.py --platform gpu --body "$body" --envs 1024 \
+      --unroll 32 --iterations 3000 --checkpoint-every 25 --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 \
       | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
     tail -2 "$OUT/logs/stance-$body.txt"
-    bash "$0" learn "$body" "$3" "runs/stance-$body/checkpoints"
+    if [ -d "runs/stance-$body/checkpoints" ]; then
+      LEARN_LIMIT_S=${LEARN_LIMIT_S:-300} bash "$0" learn "$body" "$3" "runs/stance-$body/checkpoints"
+    else
+      log "no stance checkpoint: learning check skipped"
+    fi
     ;;
   cpu)  # the CPU path on this machine's cores
     log "cpu bench"

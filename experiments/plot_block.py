@@ -21,7 +21,7 @@ all (the report leaves 0.02 s unaccounted)."""
 
 
 def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
-    """{(device, body, worlds, unroll): {metric: value}} of the rows with an iteration breakdown."""
+    """{(device, body, worlds, unroll, teacher): {metric: value}} of the rows with an iteration breakdown."""
     shapes: dict[tuple, dict[str, float]] = {}
     for path in paths:
         with open(path) as f:
@@ -29,7 +29,7 @@ def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
                 row = json.loads(line)
                 if row.get("bench") != "block" or "unroll" not in row:
                     continue
-                key = (row["device"], row["body"], row["worlds"], row["unroll"])
+                key = (row["device"], row["body"], row["worlds"], row["unroll"], row.get("teacher", "none"))
                 shapes.setdefault(key, {})[row["metric"]] = row["value"]
     return {k: m for k, m in shapes.items() if "s_per_iteration" in m}
 
@@ -43,11 +43,11 @@ def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:
 
     bars = [
         (
-            f"{device}, {body}, {worlds} x {unroll}",
+            f"{device}, {body}, {worlds} x {unroll}, teacher {teacher}",
             {p: max(m.get(f"it_{p}_s", 0.0), 0.0) for p in PARTS},
             m["s_per_iteration"],
         )
-        for (device, body, worlds, unroll), m in sorted(shapes.items())
+        for (device, body, worlds, unroll, teacher), m in sorted(shapes.items())
     ]
     bars.append(SEED)
     fig, ax = plt.subplots(figsize=(10, 1.6 + 0.6 * len(bars)))

@@ -99,9 +99,10 @@ class BlockConfig(TaskConfig):
     block_max_score: float = 0.25
     """An arriving punch scoring at most this is a block; above it, a hit."""
     opponent_contact_timeconst_s: float = 0.2
-    """Time constant of the puppet opponent's contacts (`boxjax.mjcf.puppet`): at 0.2 s a clean hit on
-    a fighter standing passively in the guard peaks at ~100-200 N and does not floor him; at MuJoCo's
-    default 0.02 s it peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
+    """Solref time constant of the puppet opponent's colliding geoms (`boxjax.mjcf.puppet`; MuJoCo averages
+    it with our fighter's 0.02 s, an effective 0.11 s at 0.2): a clean hit on a fighter standing passively
+    in the guard then peaks at ~100-200 N and does not floor him; with the default 0.02 s on both sides it
+    peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
     opponent_park_m: tuple[float, float] = (0.0, -6.0)
     """Where the opponent stands (x, y) outside face episodes."""
     teacher: str = ""
@@ -198,12 +199,12 @@ class BlockParams:
 
     model: mjx.Model
     template: mjx.Data
-    """One world in the guard: both fighters placed, PD targets of the guard."""
+    """One world in the guard: our fighter placed, the opponent's puppet posed, PD targets of the guard."""
     punches: punches.PunchTable
     guard_vision: jax.Array
     """(FRAME_SIZE,) what our fighter sees in the guard: the vision frames before the first step."""
     ik_model: mjx.Model
-    """The arena on MJX's JAX implementation, for the command's arm fit (differentiable kinematics)."""
+    """The arena on MJX's JAX implementation, for the command's arm fit (its kinematics)."""
     kind_weights: jax.Array
     """(len(KINDS),) relative weights of the episode kinds."""
     teacher: teacher_lib.Teacher | None = None

@@ -39,7 +39,7 @@ class ArmIK:
     """What one fighter's arm IK needs, resolved once from the compiled model."""
 
     model: mjx.Model
-    """The arena on MJX's JAX implementation (differentiable kinematics)."""
+    """The arena on MJX's JAX implementation (its kinematics run on any device)."""
     qpos_adr: np.ndarray
     """(J,) qpos addresses of the arm joints (left side first)."""
     joint_ids: np.ndarray

@@ -162,7 +162,7 @@ def load_teacher(source: str, body: str, step: int | None = None) -> Teacher:
       step: checkpoint step (default: the newest; ignored for a teacher file).
 
     Returns:
-      The `Teacher` (arrays on the default device).
+      The `Teacher` (arrays on the default device for a checkpoint, numpy for a teacher file).
 
     Raises:
       FileNotFoundError: no checkpoint or file there.
@@ -231,7 +231,8 @@ def shipped_teacher(body: str) -> str:
     """
     path = os.path.join(SHIPPED_DIR, f"walk-{body}.msgpack")
     if not os.path.isfile(path):
-        have = sorted(f[5:-8] for f in os.listdir(SHIPPED_DIR)) if os.path.isdir(SHIPPED_DIR) else []
+        files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
+        have = sorted(f[5:-8] for f in files if f.startswith("walk-") and f.endswith(".msgpack"))
         raise FileNotFoundError(
             f"no walking teacher shipped for body {body!r} (shipped: {', '.join(have) or 'none'}); "
             "train one with experiments/walk.py and pass its checkpoint directory"

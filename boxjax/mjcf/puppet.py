@@ -5,13 +5,16 @@ The opponent only replays recorded punches, so nothing about him needs dynamics:
 fighter (`red/`), the bag and one mocap body per body of the articulated opponent, with the same names
 ("blue/hand_l"), geoms and sites, so vision keypoints, glove capsules and the punch score resolve as
 before. Its poses come from forward kinematics of the articulated opponent (`source`), done once on
-the host per punch frame (`boxjax.envs.punches.pose_table`), and are written to `data.mocap_pos` /
+the host per punch frame (`boxjax.envs.punches.device_table`), and are written to `data.mocap_pos` /
 `mocap_quat` every control step.
 
 Collisions: the puppet's bones, head and gloves touch our fighter; his muscles and feet are visual, and
 he never touches the floor. A kinematic glove cannot be stopped, so a landed punch would keep pushing
 with the full stiffness of a contact (~2 kN at MuJoCo's default 0.02 s time constant, enough to floor a
-fighter standing in the guard); the puppet's contacts are softened instead (`contact_timeconst_s`).
+fighter standing in the guard); the puppet's contacts are softened instead (`contact_timeconst_s`, the
+puppet geoms' solref time constant; MuJoCo averages it with our fighter's default 0.02 s through equal
+`solmix` weights, so 0.2 gives an effective 0.11 s). The puppet's colliding geoms also meet the bag, which
+never comes near him.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def _add_body(
     spec: mujoco.MjSpec, model: mujoco.MjModel, data: mujoco.MjData, body: int, timeconst_s: float
 ) -> None:
     """One mocap body copying `body` of the articulated `model`, posed as in `data`; its colliding geoms'
-    contacts have time constant `timeconst_s` (critically damped)."""
+    geoms have solref time constant `timeconst_s` (critically damped; mixed with the other geom's)."""
     mocap = spec.worldbody.add_body(
         name=model.body(body).name, pos=data.xpos[body].tolist(), quat=data.xquat[body].tolist(), mocap=True
     )
@@ -117,7 +120,7 @@ def build(
     body: str, distance_m: float = arena.OPPONENT_DISTANCE, contact_timeconst_s: float = 0.2
 ) -> PuppetArena:
     """The block arena: our fighter, the bag, and the opponent as a puppet `distance_m` away in the guard,
-    his contacts with time constant `contact_timeconst_s`.
+    his colliding geoms with solref time constant `contact_timeconst_s` (see the module docstring).
 
     Raises:
       ValueError: unknown body, or a time constant that is not positive.
