@@ -133,6 +133,8 @@ def build(args):
     from boxjax.rl import ppo, sharding
 
     fields = _cli.field_values(args.env, BlockConfig())
+    if "teacher" in fields and args.teacher != "auto":
+        raise SystemExit("block.py: name the teacher once, with --teacher or --env teacher=..., not both")
     fields.setdefault("teacher", teacher_source(args.teacher, args.body))
     distill = DISTILL_COEF if fields["teacher"] else 0.0
     if args.platform == "gpu":

@@ -763,3 +763,5 @@ def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path):
     for path, message in cases:
         with pytest.raises(SystemExit, match=message):
             cli("--iterations", "1", "--name", "refused", "--init", path)
+    with pytest.raises(SystemExit, match="name the teacher once"):
+        cli("--iterations", "1", "--name", "twice", "--env", "teacher=shipped")
