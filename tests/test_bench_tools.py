@@ -1,0 +1,46 @@
+"""The benchmark tools' own logic: shape parsing, cost cells, the plot's reading of bench rows (no GPU)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+import bench_block  # noqa: E402
+import plot_block  # noqa: E402
+
+
+def test_shapes_parse_and_bad_ones_are_named():
+    assert bench_block.parse_shapes("2048x16,4096x8") == [(2048, 16), (4096, 8)]
+    for bad in ("2048", "2048x", "x16", "2048*16"):
+        with pytest.raises(SystemExit, match="WORLDSxSTEPS"):
+            bench_block.parse_shapes(bad)
+
+
+def test_dollar_cells_from_seconds_and_price():
+    figures = {"s_per_iteration": 0.36, "steps_per_s": 100_000.0}
+    # 1,000 iterations of 0.36 s = 0.1 h; a million steps = 10 s
+    assert bench_block.dollars(figures, ("card", 3.0)) == f"{0.3:.3f} | {10 / 3600 * 3.0:.4f}"
+    assert bench_block.dollars(figures, None) == "n/a | n/a"
+
+
+def test_plot_reads_the_newest_iteration_rows_per_shape_and_teacher(tmp_path):
+    base = {"bench": "block", "device": "GPU", "body": "muscular", "worlds": 2048, "unroll": 16}
+    rows = [
+        {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.5},
+        {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.4},  # newer wins
+        {**base, "teacher": "none", "metric": "it_physics_s", "value": 0.3},
+        {**base, "teacher": "untrained", "metric": "s_per_iteration", "value": 0.45},
+        {**base, "worlds": 4096, "unroll": 8, "metric": "env_step_ms", "value": 1.0},  # no iteration: dropped
+        {"bench": "stance", "device": "GPU", "metric": "s_per_iteration", "value": 9.0},  # other bench
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shapes = plot_block.load([str(path)])
+    assert set(shapes) == {("GPU", "muscular", 2048, 16, "none"), ("GPU", "muscular", 2048, 16, "untrained")}
+    assert shapes[("GPU", "muscular", 2048, 16, "none")] == {"s_per_iteration": 0.4, "it_physics_s": 0.3}
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(SystemExit, match="no block iteration rows"):
+        plot_block.main([str(empty)])
