@@ -379,7 +379,8 @@ class BlockEnv:
         self.action_size = int(me.action_size)
         self.body_weight_n = float(model.body_subtreemass[me.pelvis_body] * -model.opt.gravity[2])
         self.guard_height = float(me.stance_qpos[2])
-        self.guard_yaw = float(heading(jnp.asarray(me.stance_qpos[3:7])))
+        with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
+            self.guard_yaw = float(heading(jnp.asarray(me.stance_qpos[3:7])))
         """The pelvis yaw of the guard: the hips turn this far from the facing direction."""
 
     def _layout(self) -> dict[str, slice]:
