@@ -93,6 +93,30 @@ def run_dir(name: str) -> str:
     return path
 
 
+def run_options(args: argparse.Namespace, out: str) -> dict[str, Any]:
+    """The keyword arguments every training CLI passes to `ppo.train_run` (or the CPU path's `train`) from
+    its common flags, with checkpoints under `out`."""
+    return dict(
+        iterations=args.iterations,
+        minutes=args.minutes,
+        checkpoint_dir=os.path.join(out, "checkpoints"),
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        start_time_s=PROCESS_START_S,
+    )
+
+
+def summary_head(args: argparse.Namespace, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every training CLI's summary.json starts with: set-up time, iterations, overrides, returns."""
+    return {
+        "setup_s": history[0].get("setup_s"),
+        "iterations": int(history[-1]["iteration"]),
+        "overrides": {"ppo": args.ppo, "env": args.env},
+        "first_return": history[0]["episode/return"],
+        "last_return": history[-1]["episode/return"],
+    }
+
+
 class Progress:
     """Prints one progress line per iteration and appends every iteration's figures to a JSONL file."""
 

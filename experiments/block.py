@@ -105,15 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             env,
             config,
             jax.random.PRNGKey(args.seed),
-            iterations=args.iterations,
-            minutes=args.minutes,
             progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
-            checkpoint_dir=os.path.join(out, "checkpoints"),
-            checkpoint_every=args.checkpoint_every,
-            resume=args.resume,
             init=init,
             stop_on_overflow=args.stop_on_overflow,
-            start_time_s=_cli.PROCESS_START_S,
+            **_cli.run_options(args, out),
         )
     except checkpoint.CheckpointMismatchError as error:
         raise SystemExit(f"block.py: {error}") from None
@@ -173,12 +168,8 @@ def teacher_source(choice: str, body: str) -> str:
 def write_summary(out: str, args, history: list[dict]) -> None:
     """runs/<name>/summary.json (and printed): set-up time, iterations, first and last figures."""
     summary = {
-        "setup_s": history[0].get("setup_s"),
-        "iterations": int(history[-1]["iteration"]),
+        **_cli.summary_head(args, history),
         "init": args.init,
-        "overrides": {"ppo": args.ppo, "env": args.env},
-        "first_return": history[0]["episode/return"],
-        "last_return": history[-1]["episode/return"],
         **{f"last_{name}": history[-1][f"count/{name}"] for name, _ in COUNTS},
     }
     with open(os.path.join(out, "summary.json"), "w") as f:

@@ -87,15 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = level + (CPU_PROFILE if args.platform == "cpu" else ())
     progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
     common = dict(
-        iterations=args.iterations,
-        minutes=args.minutes,
         progress_fn=progress,
-        checkpoint_dir=os.path.join(out, "checkpoints"),
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
         init=args.init,
         stop_when_solved=not args.keep_going,
-        start_time_s=_cli.PROCESS_START_S,
+        **_cli.run_options(args, out),
     )
     try:
         if args.platform == "cpu":
@@ -108,16 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing to do: the checkpoint already reached --iterations")
         return 0
     summary = {
-        "setup_s": history[0].get("setup_s"),
-        "iterations": int(history[-1]["iteration"]),
+        **_cli.summary_head(args, history),
         "solved": result.solved_at_s is not None,
         "time_to_solve_s": result.solved_at_s,
         "train_s_to_solve": None
         if result.solved_at_s is None
         else result.solved_at_s - history[0]["setup_s"],
-        "overrides": {"ppo": args.ppo, "env": args.env},
-        "first_return": history[0]["episode/return"],
-        "last_return": history[-1]["episode/return"],
     }
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

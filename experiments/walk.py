@@ -72,15 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             env,
             config,
             jax.random.PRNGKey(args.seed),
-            iterations=args.iterations,
-            minutes=args.minutes,
             progress_fn=progress,
-            checkpoint_dir=os.path.join(out, "checkpoints"),
-            checkpoint_every=args.checkpoint_every,
-            resume=args.resume,
             init=args.init,
             stop_on_overflow=args.stop_on_overflow,
-            start_time_s=_cli.PROCESS_START_S,
+            **_cli.run_options(args, out),
         )
     finally:
         progress.close()
@@ -89,12 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     last = history[-1]
     summary = {
-        "setup_s": history[0].get("setup_s"),
-        "iterations": int(last["iteration"]),
+        **_cli.summary_head(args, history),
         "train_s": last["time_s"] - history[0]["setup_s"],
-        "overrides": {"ppo": args.ppo, "env": args.env},
-        "first_return": history[0]["episode/return"],
-        "last_return": last["episode/return"],
         "last_fall_rate": last["episode/fall_rate"],
         "last_lin_error_mps": last["env/walk/lin_error"],
         "last_yaw_error_radps": last["env/walk/yaw_error"],
