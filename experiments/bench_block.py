@@ -32,6 +32,7 @@ results/bench/block-<device>-<date>.jsonl; `experiments/plot_block.py` draws the
     python experiments/bench_block.py --bodies simple,muscular --shapes 1024x16,2048x16,4096x8
     python experiments/bench_block.py --teacher untrained      # with the teacher's cost
     python experiments/bench_block.py --no-iteration           # env step table only
+    python experiments/bench_block.py --iteration-only         # iteration (and teacher) only, no breakdown
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
     p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
     p.add_argument("--no-iteration", action="store_true", help="time the env step only")
+    p.add_argument(
+        "--iteration-only",
+        action="store_true",
+        help="time the whole iteration (and the teacher) without the env-step variants and the breakdown: "
+        "a third of the compiles",
+    )
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
@@ -253,6 +260,18 @@ def time_iteration(
     }
 
 
+def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, float, str]]:
+    """The iteration's own rows from `time_iteration`'s figures (no breakdown)."""
+    return [
+        ("it_compile_s", it["compile"], "s"),
+        ("s_per_iteration", it["iteration"], "s"),
+        ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
+        ("it_collect_s", it["collect"], "s"),
+        ("it_teacher_s", it["teacher"], "s"),
+        ("it_overflow_worlds", it["overflow"], "worlds"),
+    ]
+
+
 def iteration_rows(
     body: str,
     worlds: int,
@@ -277,13 +296,7 @@ def iteration_rows(
         "update": it["iteration"] - it["collect"],
     }
     parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik", "teacher"))
-    rows = [
-        ("it_compile_s", it["compile"], "s"),
-        ("s_per_iteration", it["iteration"], "s"),
-        ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
-        ("it_collect_s", it["collect"], "s"),
-        ("it_overflow_worlds", it["overflow"], "worlds"),
-    ]
+    rows = [r for r in iteration_figures(it, worlds, unroll) if r[0] != "it_teacher_s"]
     return rows + [(f"it_{part}_s", parts[part], "s") for part in ITERATION_PARTS]
 
 
@@ -329,6 +342,8 @@ def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
     lines = ["| body | worlds | env steps/s | step ms | " + " | ".join(f"{p} ms (%)" for p in parts) + " |"]
     lines.append("|" + "---|" * (4 + len(parts)))
     for (body, worlds), m in sorted(table.items()):
+        if "env_step_ms" not in m:
+            continue
         step = m["env_step_ms"]
         cells = " | ".join(f"{m[p + '_ms']:.2f} ({100 * m[p + '_ms'] / step:.0f})" for p in parts)
         lines.append(f"| {body} | {worlds} | {m['env_steps_per_s']:,.0f} | {step:.2f} | {cells} |")
@@ -342,7 +357,7 @@ def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
         ]
         lines.append("|" + "---|" * (6 + len(ITERATION_PARTS)))
         for (body, worlds), m in timed:
-            cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" for p in ITERATION_PARTS)
+            cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" if f"it_{p}_s" in m else "–" for p in ITERATION_PARTS)
             lines.append(
                 f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} | "
                 f"{dollars(m, price)} |"
@@ -383,8 +398,15 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "a") as f:
         for body in bodies:
             for worlds, unroll in shapes:
-                figures, step_s, first = measure(body, worlds, unroll, args.repeats)
-                if not args.no_iteration:
+                if args.iteration_only:
+                    reset_s, first = time_reset("full", body, worlds, args.repeats)
+                    it = time_iteration(
+                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher
+                    )
+                    figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
+                else:
+                    figures, step_s, first = measure(body, worlds, unroll, args.repeats)
+                if not (args.no_iteration or args.iteration_only):
                     figures += iteration_rows(
                         body, worlds, unroll, args.epochs, args.minibatch, args.repeats, step_s, first,
                         args.teacher,

@@ -91,17 +91,21 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
     ;;
-  learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed)
+  learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed);
+    # LEARN_TAG suffixes the run names (a second check on the same machine)
     body=$2; minutes=$3; init=${4:+--init $4}
     log "block learning check $body $minutes min, fused and stock ${4:+from $4}"
     for factor in fused stock; do
       XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
         --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
-        --factor $factor --seed 0 --name "learn-$body-$factor" $init 2>&1 | grep -v "^Module " \
-        > "$OUT/logs/learn-$body-$factor.txt" &
+        --factor $factor --seed 0 --name "learn-$body-$factor${LEARN_TAG:-}" $init 2>&1 | grep -v "^Module " \
+        > "$OUT/logs/learn-$body-$factor${LEARN_TAG:-}.txt" &
     done
     wait
     tail -n 2 "$OUT"/logs/learn-*.txt
+    for run in runs/learn-$body-*${LEARN_TAG:-}; do
+      mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
+    done
     ;;
   stance-then-learn)  # stance-then-learn BODY MINUTES: solve the stance, then `learn` from its checkpoint.
     # One 10-minute call: stance <= SOLVE_LIMIT_S (default 260 s; checkpoints every 25 iterations, so a run
