@@ -64,6 +64,7 @@ case "$1" in
       > "$OUT/logs/solve-$body-$worlds.txt"
     tail -2 "$OUT/logs/solve-$body-$worlds.txt"
     python3 experiments/run_report.py "runs/solve-$body-$worlds" | tee -a "$OUT/logs/session.txt"
+    mkdir -p "$OUT/solve-$body-$worlds" && cp runs/solve-$body-$worlds/{metrics.jsonl,summary.json} "$OUT/solve-$body-$worlds/"
     ;;
   bench)  # bench BODIES WORLDS
     log "bench $2 at $3"
