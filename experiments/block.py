@@ -2,9 +2,12 @@
 
 --platform gpu   the fused JAX iteration on the GPU with MuJoCo Warp; by default the seed's shape:
                  2,048 worlds x 16 steps, then 4 epochs of minibatch 2,048.
---platform cpu   the SAME fused JAX iteration on the CPU (MJX's JAX physics), tiny by default (8 worlds x
-                 8 steps). The decoupled CPU path (`boxjax.rl.workers`, MuJoCo C collectors) needs a MuJoCo C
-                 port of the block task (vision, punch score, arm IK), which does not exist yet.
+--platform cpu   the CPU path (`boxjax.rl.workers`): collectors step the block task on MuJoCo's C engine
+                 (`boxjax.envs.block_cpu`: the same JAX task code around `mujoco.batch` physics), learners
+                 run the PPO update; serial or decoupled (--mode, --collectors, --worlds, --learners...).
+                 Tiny by default: 8 worlds per collector x 8 steps. It runs no teacher (its collectors
+                 record no distillation targets): --teacher auto then means none, with a note.
+                 --mode fused runs the GPU path's fused JAX iteration on the CPU instead (MJX's JAX physics).
 
 --teacher auto|none|PATH  the walking teacher run beside the policy (policy distillation of the
                  leg actions, weight `--ppo distill_coef=...`, default DISTILL_COEF with a teacher): auto
@@ -14,7 +17,8 @@
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
 layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
-runs/<name>/init-from-stance. --resume PATH continues a block run exactly (--init is then ignored).
+runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly on the
+fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),
 checkpoints under runs/<name>/checkpoints and runs/<name>/summary.json.
@@ -54,6 +58,8 @@ STANCE_FIELDS = (
 """The stance observation's fields in order (`boxjax.envs.stance_math.observe`)."""
 DISTILL_COEF = 0.1
 """Default weight of the teacher's pull on the leg actions when a teacher runs."""
+CPU_WORLDS = 8
+"""Default worlds per collector on the CPU path."""
 SHARED_FIELDS = ("joints", "joint_vel", "height", "gravity", "lin_vel", "ang_vel", "touch", "prev_action")
 """Fields the stance and block observations share, with the same meaning and scale."""
 
@@ -76,39 +82,41 @@ def main(argv: list[str] | None = None) -> int:
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
     parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
+    _cli.add_cpu_arguments(parser, CPU_WORLDS, fused=True)
     args = parser.parse_args(argv)
 
     from boxjax import platform
 
     platform.configure(args.platform, args.cache)
-    import jax
+    from boxjax.rl import checkpoint
 
-    from boxjax.rl import checkpoint, ppo
-
-    config, env, devices = build(args)
+    on_workers = args.platform == "cpu" and args.mode != "fused"
+    config, env, devices = build_cpu(args) if on_workers else build(args)
+    task = env.task if on_workers else env  # the BlockEnv: observation layout and params for --init
     name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     try:
-        init = None if args.resume else prepare_init(args.init, env, config, out, args.seed)
+        init = None if args.resume else prepare_init(args.init, task, config, out, args.seed, not on_workers)
     except checkpoint.CheckpointMismatchError as error:
         raise SystemExit(f"block.py: --init {args.init}: {error}") from None
+    physics = "physics=mujoco-cpu" if on_workers else f"impl={env.physics.impl}"
     print(
-        f"block: body={args.body} impl={env.physics.impl} worlds={config.num_envs} devices={devices} "
+        f"block: body={args.body} {physics} worlds={config.num_envs} devices={devices} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} "
-        f"kinds={env.config.kind_weights} teacher={env.config.teacher or 'none'} "
+        f"kinds={task.config.kind_weights} teacher={task.config.teacher or 'none'} "
         f"distill_coef={config.distill_coef} -> {out}",
         flush=True,
     )
-    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=PROGRESS)
+    extra = PROGRESS + (_cli.CPU_PROFILE if on_workers else ())
+    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
+    common = dict(
+        progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
+        init=init,
+        **_cli.run_options(args, out),
+    )
     try:
-        _, history = ppo.train_run(
-            env,
-            config,
-            jax.random.PRNGKey(args.seed),
-            progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
-            init=init,
-            stop_on_overflow=args.stop_on_overflow,
-            **_cli.run_options(args, out),
+        history = (
+            train_cpu(args, config, task.config, common) if on_workers else train(args, config, env, common)
         )
     except checkpoint.CheckpointMismatchError as error:
         raise SystemExit(f"block.py: {error}") from None
@@ -121,16 +129,52 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def build(args):
-    """(PPOConfig, BlockEnv, device count) from the arguments: the platform's defaults, then overrides."""
-    from boxjax import envs
+def train(args, config, env, common: dict) -> list[dict]:
+    """The fused JAX iteration (`ppo.train_run`); returns the per-iteration figures."""
+    import jax
+
+    from boxjax.rl import ppo
+
+    _, history = ppo.train_run(
+        env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
+    )
+    return history
+
+
+def train_cpu(args, config, block_config, common: dict) -> list[dict]:
+    """The CPU path (`boxjax.rl.workers`): collectors of `BlockCpuEnv` worlds, learners with the GPU path's
+    loss code; returns the per-iteration figures."""
+    import functools
+
+    import jax
+
+    from boxjax.envs.block_cpu import BlockCpuEnv
+    from boxjax.rl import workers
+
+    factory = functools.partial(BlockCpuEnv, block_config)
+    _, history = workers.train(
+        factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common
+    )
+    return history
+
+
+def task_fields(args) -> dict:
+    """`BlockConfig` fields from `--env` and `--teacher` (the teacher named once)."""
     from boxjax.envs.block import BlockConfig
-    from boxjax.rl import ppo, sharding
 
     fields = _cli.field_values(args.env, BlockConfig())
     if "teacher" in fields and args.teacher != "auto":
         raise SystemExit("block.py: name the teacher once, with --teacher or --env teacher=..., not both")
     fields.setdefault("teacher", teacher_source(args.teacher, args.body))
+    return fields
+
+
+def build(args):
+    """(PPOConfig, BlockEnv, device count) from the arguments: the platform's defaults, then overrides."""
+    from boxjax import envs
+    from boxjax.rl import ppo, sharding
+
+    fields = task_fields(args)
     distill = DISTILL_COEF if fields["teacher"] else 0.0
     if args.platform == "gpu":
         defaults = ppo.PPOConfig(num_envs=2048, unroll_length=16, minibatch_size=2048, num_epochs=4)
@@ -148,6 +192,40 @@ def build(args):
         **fields,
     )
     return config, env, devices
+
+
+def build_cpu(args):
+    """(PPOConfig, `BlockCpuEnv` of one world, 1) for the CPU path: its defaults, then the overrides.
+
+    The CPU path runs no teacher: one named with --teacher PATH|shipped or --env teacher=... is refused,
+    and --teacher auto falls back to none with a note.
+    """
+    from boxjax.envs.block import BlockConfig
+    from boxjax.envs.block_cpu import BlockCpuEnv
+    from boxjax.rl import ppo
+
+    fields = task_fields(args)
+    if fields["teacher"]:
+        named = args.teacher != "auto" or any(p.partition("=")[0] == "teacher" for p in args.env)
+        if named:
+            raise SystemExit(
+                f"block.py: no teacher on the CPU path (teacher {fields['teacher']!r}): its collectors "
+                "record no distillation targets; use --teacher none, or --mode fused or --platform gpu"
+            )
+        print(
+            "block: --teacher auto: the CPU path runs no teacher (its collectors record no distillation "
+            "targets), training without one",
+            flush=True,
+        )
+        fields["teacher"] = ""
+    worlds = _cli.cpu_worlds(args, CPU_WORLDS)
+    overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
+    unroll = overrides.get("unroll_length", 8)
+    defaults = ppo.PPOConfig(
+        num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 2, num_epochs=4
+    )
+    config = ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
+    return config, BlockCpuEnv(BlockConfig(body=args.body, **fields)), 1
 
 
 def teacher_source(choice: str, body: str) -> str:
@@ -180,12 +258,12 @@ def write_summary(out: str, args, history: list[dict]) -> None:
 # -- starting from a checkpoint -------------------------------------------------------------------------
 
 
-def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | None:
-    """The checkpoint `ppo.train_run(init=...)` should start from, or None.
+def prepare_init(path: str | None, env, config, out: str, seed: int, with_rollout: bool = True) -> str | None:
+    """The checkpoint `ppo.train_run(init=...)` (or `workers.train(init=...)`) should start from, or None.
 
     A block checkpoint is used as it is once `checkpoint.check_init` accepts it; a stance checkpoint is
-    converted (`stance_init`) into runs/<name>/init-from-stance. Anything else raises
-    `CheckpointMismatchError` naming what differs.
+    converted (`stance_init`, `with_rollout` for the fused path) into runs/<name>/init-from-stance.
+    Anything else raises `CheckpointMismatchError` naming what differs. `env` is the `BlockEnv`.
     """
     if not path:
         return None
@@ -199,7 +277,7 @@ def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | No
     if task != "stance":
         raise checkpoint.CheckpointMismatchError(f"a {task!r} checkpoint cannot start the block task")
     target = os.path.join(out, "init-from-stance")
-    stance_init(path, saved, env, config, target, seed)
+    stance_init(path, saved, env, config, target, seed, with_rollout)
     return target
 
 
@@ -267,10 +345,13 @@ def map_first_layer(kernel, bias, stance_norm, env, prior_count: float):
     return jnp.asarray(new_kernel, jnp.float32), jnp.asarray(bias, jnp.float32), norm
 
 
-def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> None:
+def stance_init(
+    path: str, saved: dict, env, config, target: str, seed: int, with_rollout: bool = True
+) -> None:
     """Write a block-shaped checkpoint at `target` whose model is the stance checkpoint's at `path`, mapped
-    (`map_first_layer`, policy and value). It holds a fresh optimiser state and a placeholder rollout
-    state (an `init` checkpoint: `ppo` takes only its model). Refuses another body or network.
+    (`map_first_layer`, policy and value). It holds a fresh optimiser state and, `with_rollout` (the fused
+    path's layout; the CPU path's has none), a placeholder rollout state (an `init` checkpoint: `ppo`
+    takes only its model). Refuses another body or network.
     """
     import jax
     import numpy as np
@@ -304,12 +385,9 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
     stance_config = ppo.PPOConfig.from_dict(saved["ppo"])
     key = jax.random.PRNGKey(seed)
     train = init_train_state(stance, stance_config, key)
-    try:  # the fused path stores the rollout state too, the CPU path (`boxjax.rl.workers`) does not
-        worlds, stance_params = stance_config.num_envs, stance.default_params()
-        rollout = jax.eval_shape(lambda: init_rollout(stance, stance_params, key, worlds))
-        seed_state = checkpoint.restore(path, {"train": train, "rollout": rollout})["train"]
-    except ValueError:
-        seed_state = checkpoint.restore(path, {"train": train})["train"]
+    # only the learner state: the fused path also stores a rollout state, whose structure depends on the
+    # physics implementation it ran on (MuJoCo Warp's data is not MJX-JAX's); the CPU path stores none
+    seed_state = checkpoint.restore(path, {"train": train}, only=True)["train"]
     params = jax.tree.map(lambda x: x, seed_state.params)
     prior = float(config.batch_size)
     for net in ("policy", "value"):
@@ -320,11 +398,13 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
         params["params"][net]["Dense_0"] = {"kernel": kernel, "bias": bias}
     state = init_train_state(env, config, key)
     state = state.replace(params=params, opt_state=make_optimizer(config).init(params), normalizer=norm)
-    env_params = env.default_params()
-    rollout = jax.eval_shape(lambda: init_rollout(env, env_params, key, config.num_envs))
-    rollout = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), rollout)
+    saved_state = {"train": state}
+    if with_rollout:
+        env_params = env.default_params()
+        rollout = jax.eval_shape(lambda: init_rollout(env, env_params, key, config.num_envs))
+        saved_state["rollout"] = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), rollout)
     meta = {**ppo.run_meta(env, config), "converted_from": {"task": "stance", "path": os.path.abspath(path)}}
-    checkpoint.save(target, 0, {"train": state, "rollout": rollout}, meta)
+    checkpoint.save(target, 0, saved_state, meta)
     print(f"block: mapped the stance model of {path} onto the block observation -> {target}", flush=True)
 
 

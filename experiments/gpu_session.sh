@@ -93,14 +93,15 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
     ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed);
-    # LEARN_TAG suffixes the run names (a second check on the same machine)
+    # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them
     body=$2; minutes=$3; init=${4:+--init $4}
     log "block learning check $body $minutes min, fused and stock ${4:+from $4}"
     for factor in fused stock; do
+      run="learn-$body-$factor${LEARN_TAG:-}"
+      from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
       XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
         --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
-        --factor $factor --seed 0 --name "learn-$body-$factor${LEARN_TAG:-}" $init 2>&1 | grep -v "^Module " \
-        > "$OUT/logs/learn-$body-$factor${LEARN_TAG:-}.txt" &
+        --factor $factor --seed 0 --name "$run" $from 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
     done
     wait
     tail -n 2 "$OUT"/logs/learn-*.txt

@@ -143,6 +143,21 @@ def test_toy_task_is_learned():
     assert act(policy, jnp.zeros((3, 6))).shape == (3, 2)
 
 
+def test_checkpoint_restores_only_the_named_parts_whatever_the_others_hold(tmp_path):
+    """A stance checkpoint of the GPU path holds MuJoCo Warp's rollout state; a model-only restore (block's
+    `--init`) names just {"train": ...} and must not need the other part's structure."""
+    train = {"w": jnp.arange(3.0), "n": {"count": jnp.ones((2, 2), jnp.int32)}}
+    other = {"warp_only_field": jnp.ones((4, 5)), "empty": np.zeros((0,), np.float32)}
+    checkpoint.save(str(tmp_path), 7, {"train": train, "rollout": other}, {"env": "stance"})
+    with pytest.raises(ValueError):
+        checkpoint.restore(str(tmp_path), {"train": train})
+    template = jax.tree.map(lambda x: jnp.zeros_like(x), train)
+    restored = checkpoint.restore(str(tmp_path), {"train": template}, only=True)
+    assert list(restored) == ["train"]
+    same = jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), restored["train"], train)
+    assert all(jax.tree.leaves(same))
+
+
 def test_checkpoint_resume_is_exact(tmp_path):
     key = jax.random.PRNGKey(7)
     straight, _ = ppo.train(PointReach(), TOY_CONFIG, key, iterations=4)

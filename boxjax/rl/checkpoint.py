@@ -91,16 +91,27 @@ def _path_key(path: tuple) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _stored_shapes(directory: str, step: int) -> dict[tuple[str, ...], tuple[int, ...]]:
-    """{leaf path: stored shape} of a checkpoint's `state` (empty if orbax cannot say)."""
+def _stored_metadata(directory: str, step: int) -> Any:
+    """The orbax metadata tree of a checkpoint's `state` (None if orbax cannot say)."""
     handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
     try:
         with ocp.CheckpointManager(os.path.abspath(directory), item_handlers=handlers) as mngr:
-            metadata = mngr.item_metadata(step)["state"]
-        leaves = jax.tree_util.tree_flatten_with_path(metadata)[0]
+            return mngr.item_metadata(step)["state"]
     except Exception:  # noqa: BLE001 - metadata is an optional refinement; restore proceeds without it
+        return None
+
+
+def _stored_shapes(metadata: Any) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """{leaf path: stored shape} of a metadata tree (empty without one)."""
+    if metadata is None:
         return {}
+    leaves = jax.tree_util.tree_flatten_with_path(metadata)[0]
     return {_path_key(p): tuple(m.shape) for p, m in leaves if hasattr(m, "shape")}
+
+
+def _stored_abstract(metadata: Any, part: str) -> Any:
+    """Restore targets of one top-level part exactly as stored (its own structure, shapes and dtypes)."""
+    return jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), dict(metadata)[part])
 
 
 def _abstract(template: Any, stored: dict[tuple[str, ...], tuple[int, ...]]) -> Any:
@@ -114,19 +125,31 @@ def _abstract(template: Any, stored: dict[tuple[str, ...], tuple[int, ...]]) -> 
     return jax.tree_util.tree_map_with_path(one, template)
 
 
-def restore(directory: str, template: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+def restore(
+    directory: str, template: dict[str, Any], step: int | None = None, only: bool = False
+) -> dict[str, Any]:
     """Restore the `state` pytree with the structure and dtypes of `template` (arrays, or
     `jax.ShapeDtypeStruct`s to avoid building the state first).
 
     Leaves come back with their stored shapes; a leaf whose shape differs from the template's is for
     the caller to judge (`boxjax.rl.sharding.refresh_scratch`: MuJoCo Warp's contact pool is sized by the
-    worlds per device, so it may differ when the device count changes).
+    worlds per device, so it may differ when the device count changes). With `only`, the template names
+    just the top-level parts wanted (e.g. {"train": ...}): the checkpoint's other parts, whatever their
+    structure (a rollout state of another physics implementation), are read as stored and dropped.
     """
     step = latest_step(directory) if step is None else step
-    abstract = _abstract(_fill_empty(template), _stored_shapes(directory, step))
+    metadata = _stored_metadata(directory, step)
+    abstract = _abstract(_fill_empty(template), _stored_shapes(metadata))
+    if only:
+        if metadata is None:
+            raise ValueError(f"cannot read the structure of the checkpoint at {directory} (step {step})")
+        abstract = {
+            p: abstract[p] if p in abstract else _stored_abstract(metadata, p) for p in dict(metadata)
+        }
     with _manager(directory, max_to_keep=None) as mngr:
         restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
-    return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, restored["state"])
+    state = {part: restored["state"][part] for part in template}
+    return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, state)
 
 
 def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
