@@ -42,6 +42,64 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+CPU_PROFILE = (
+    ("profile/collector_step_s", "step {:.2f}s", "collector step"),
+    ("profile/collector_wait_s", "cwait {:.2f}s", "collector wait"),
+    ("profile/learner_update_s", "learn {:.2f}s", "learner update"),
+    ("profile/allreduce_s", "ar {:.3f}s", "all-reduce"),
+    ("profile/cpu_util", "cpu {:.0%}", "CPU utilisation"),
+)
+"""Per-iteration profile of the CPU path shown in the progress line (all of it is in the JSONL)."""
+
+
+def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:
+    """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.workers`); `default_worlds`
+    is the default K, and `fused` adds ``--mode fused`` (the fused JAX iteration, MJX's JAX physics)."""
+    g = parser.add_argument_group("CPU path (--platform cpu)")
+    modes = ("auto", "serial", "decoupled") + (("fused",) if fused else ())
+    help_mode = "auto: serial below 4 cores" + (
+        "; fused: the fused JAX iteration with MJX's JAX physics (the GPU program, on the CPU)"
+        if fused
+        else ""
+    )
+    g.add_argument("--mode", choices=modes, default="auto", help=help_mode)
+    g.add_argument("--collectors", type=int, default=1, help="collector processes N")
+    g.add_argument(
+        "--worlds",
+        type=int,
+        default=None,
+        help=f"worlds per collector K (--envs = N x K); default {default_worlds}",
+    )
+    g.add_argument("--collector-threads", type=int, default=0, help="MuJoCo threads per collector (0: auto)")
+    g.add_argument("--learners", type=int, default=1, help="learner processes L (gloo all-reduce)")
+    g.add_argument("--threads-per-learner", type=int, default=0, help="cores per learner M (0: auto)")
+    g.add_argument("--learner-dtype", choices=("fp32", "bf16"), default="fp32", help="update arithmetic")
+
+
+def cpu_worlds(args: argparse.Namespace, default_worlds: int) -> int:
+    """Total worlds N x K from --collectors, --worlds and --envs (which must agree when both are given);
+    `default_worlds` K per collector when neither is given."""
+    if args.worlds is not None and args.envs is not None and args.worlds * args.collectors != args.envs:
+        raise SystemExit(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
+    if args.worlds is not None:
+        return args.worlds * args.collectors
+    return args.envs if args.envs is not None else default_worlds * args.collectors
+
+
+def workers_config(args: argparse.Namespace) -> Any:
+    """The `boxjax.rl.workers.WorkersConfig` of the CPU flags."""
+    from boxjax.rl import workers
+
+    return workers.WorkersConfig(
+        mode=args.mode,
+        collectors=args.collectors,
+        collector_threads=args.collector_threads,
+        learners=args.learners,
+        threads_per_learner=args.threads_per_learner,
+        learner_dtype=args.learner_dtype,
+    )
+
+
 def devices_arg(text: str) -> int:
     """`--devices` value: "all" -> 0 (PPOConfig.num_devices' "all devices"), else a positive count."""
     if text == "all":

@@ -7,7 +7,8 @@
                  run the PPO update; serial or decoupled (--mode, --collectors, --worlds, --learners...).
                  Tiny by default: 8 worlds per collector x 8 steps. It runs no teacher (its collectors
                  record no distillation targets): --teacher auto then means none, with a note.
-                 --mode fused runs the GPU path's fused JAX iteration on the CPU instead (MJX's JAX physics).
+                 --mode fused runs the GPU path's fused JAX iteration on the CPU instead (MJX's JAX
+                 physics, --envs worlds; about 10x slower per step, for comparisons and tests).
 
 --teacher auto|none|PATH  the walking teacher run beside the policy (policy distillation of the
                  leg actions, weight `--ppo distill_coef=...`, default DISTILL_COEF with a teacher): auto
@@ -17,7 +18,8 @@
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
 layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
-runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly on the
+runs/<name>/init-from-stance. The CPU path reads block checkpoints of the CPU path only (the fused path's
+also hold its rollout state). --resume PATH continues a block run (--init is then ignored): exactly on the
 fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),

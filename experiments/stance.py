@@ -16,39 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _cli  # noqa: E402
 
-CPU_PROFILE = (
-    ("profile/collector_step_s", "step {:.2f}s", "collector step"),
-    ("profile/collector_wait_s", "cwait {:.2f}s", "collector wait"),
-    ("profile/learner_update_s", "learn {:.2f}s", "learner update"),
-    ("profile/allreduce_s", "ar {:.3f}s", "all-reduce"),
-    ("profile/cpu_util", "cpu {:.0%}", "CPU utilisation"),
-)
-"""Per-iteration profile of the CPU path shown in the progress line (all of it is in the JSONL)."""
-
-
-def add_cpu_arguments(parser) -> None:
-    """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.workers`)."""
-    g = parser.add_argument_group("CPU path (--platform cpu)")
-    g.add_argument(
-        "--mode", choices=("auto", "serial", "decoupled"), default="auto", help="auto: serial below 4 cores"
-    )
-    g.add_argument("--collectors", type=int, default=1, help="collector processes N")
-    g.add_argument(
-        "--worlds", type=int, default=None, help="worlds per collector K (--envs = N x K); default 64"
-    )
-    g.add_argument("--collector-threads", type=int, default=0, help="MuJoCo threads per collector (0: auto)")
-    g.add_argument("--learners", type=int, default=1, help="learner processes L (gloo all-reduce)")
-    g.add_argument("--threads-per-learner", type=int, default=0, help="cores per learner M (0: auto)")
-    g.add_argument("--learner-dtype", choices=("fp32", "bf16"), default="fp32", help="update arithmetic")
-
-
-def cpu_worlds(args) -> int:
-    """Total worlds N x K from --collectors, --worlds and --envs (which must agree when both are given)."""
-    if args.worlds is not None and args.envs is not None and args.worlds * args.collectors != args.envs:
-        raise SystemExit(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
-    if args.worlds is not None:
-        return args.worlds * args.collectors
-    return args.envs if args.envs is not None else 64 * args.collectors
+CPU_WORLDS = 64
+"""Default worlds per collector on the CPU path."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
-    add_cpu_arguments(parser)
+    _cli.add_cpu_arguments(parser, CPU_WORLDS)
     args = parser.parse_args(argv)
 
     from boxjax import platform
@@ -71,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from boxjax.rl import ppo
 
     if args.platform == "cpu":
-        worlds = cpu_worlds(args)
+        worlds = _cli.cpu_worlds(args, CPU_WORLDS)
         overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
         unroll = overrides.get("unroll_length", 16)
         defaults = ppo.PPOConfig(num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 4)
@@ -84,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     level = (("curriculum/level", "amp {:.0f}/" + str(levels), "level"),)
-    extra = level + (CPU_PROFILE if args.platform == "cpu" else ())
+    extra = level + (_cli.CPU_PROFILE if args.platform == "cpu" else ())
     progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
     common = dict(
         progress_fn=progress,
@@ -131,14 +100,7 @@ def train_cpu(args, config, options: dict, out: str, common: dict):
     from boxjax.envs.stance_cpu import StanceCpuEnv
     from boxjax.rl import workers
 
-    layout = workers.WorkersConfig(
-        mode=args.mode,
-        collectors=args.collectors,
-        collector_threads=args.collector_threads,
-        learners=args.learners,
-        threads_per_learner=args.threads_per_learner,
-        learner_dtype=args.learner_dtype,
-    )
+    layout = _cli.workers_config(args)
     stance_config = StanceConfig(body=args.body, **options)
     probe = StanceCpuEnv(stance_config)
     print(

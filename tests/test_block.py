@@ -37,8 +37,8 @@ CONFIG = ppo.PPOConfig(
     num_envs=WORLDS, unroll_length=4, minibatch_size=8, num_epochs=1, policy_hidden=(16,), value_hidden=(16,)
 )
 CLI_ARGS = [
-    "--platform", "cpu", "--envs", "2", "--unroll", "4", "--minibatch", "8", "--epochs", "1",
-    "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=1.0",
+    "--platform", "cpu", "--mode", "fused", "--envs", "2", "--unroll", "4", "--minibatch", "8",
+    "--epochs", "1", "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=1.0",
     "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.2", "--teacher", "none",
 ]  # fmt: skip
 """The CLI's spelling of `OPTIONS` and `CONFIG`."""

@@ -32,6 +32,9 @@ vision frame, the kind one-hot, then the command (pose one-hot, glove targets, f
 walk spot and the bag, each zero where unused. The action is an offset around the episode's reference
 pose (the guard; for commands, the guard with the fitted arms).
 
+A step is two pure halves around the physics (`BlockEnv.before_physics`, `BlockEnv.after_physics`), so
+the CPU path (`boxjax.envs.block_cpu`) runs this same task code around MuJoCo's C engine.
+
 Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
 ``success/{blocks,goals,bag_hits,recoveries,commands_held}`` (events per world-step), ``kind/<kind>``
 (share of worlds), ``command/*``, ``walk/distance_m``, ``bag/hit_speed``, ``fall``, ``nan``,
@@ -259,6 +262,20 @@ class BlockInfo:
     """PRNG key of this world."""
 
 
+@struct.dataclass
+class StepDraws:
+    """What the first half of a step (`BlockEnv.before_physics`) hands to the second (`after_physics`)."""
+
+    punch: jax.Array
+    """() int32 the opponent's punch after his clock advanced."""
+    frame: jax.Array
+    """() int32 its control step (negative while he waits)."""
+    shoved: jax.Array
+    """() float32 1.0 where the shove kicked our root this step."""
+    key: jax.Array
+    """The world's PRNG key for the next step."""
+
+
 def sample_kind(key: jax.Array, weights: jax.Array) -> jax.Array:
     """() int32 episode kind drawn with probabilities proportional to `weights` (len(KINDS),); a zero
     weight is never drawn."""
@@ -484,15 +501,42 @@ class BlockEnv:
         )
 
     def step(self, params: BlockParams, state: State, action: jax.Array) -> State:
-        """Advance the opponent's punch, apply our action (and a shove), step the physics, see, score."""
-        info, cfg, table = state.info, self.config, params.punches
-        face = (info.kind == FACE).astype(jnp.float32)
+        """One control step: `before_physics` (the opponent's punch, our action, a shove), the physics,
+        `after_physics` (see, score, reward, observe)."""
+        data, draws = self.before_physics(params, state, action)
+        data = physics.step(params.model, data, self.substeps)
+        return self.after_physics(params, state, data, action, draws)
+
+    def before_physics(self, params: BlockParams, state: State, action: jax.Array):
+        """The step up to the physics: the opponent's punch clock advanced and his puppet posed, our PD
+        targets driven by `action` (action_size,), the shove's kick. Pure and per world, like `step`.
+
+        Returns:
+          (physics state to step from, `StepDraws` for `after_physics`).
+        """
+        info, table = state.info, params.punches
         key, k_punch, k_shove = jax.random.split(info.key, 3)
         punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
         data = self._pose_opponent(state.data, table, punch, frame, info.kind)
         data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
-        data = physics.step(params.model, data, self.substeps)
+        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key)
+
+    def after_physics(
+        self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
+    ) -> State:
+        """The step after the physics: guard against NaN, see, score the punch, reward, observe.
+
+        `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
+        with the fields the task reads and a `replace` (`boxjax.envs.block_cpu.PhysicsView`); `state`
+        and `action` are `before_physics`' arguments. Pure and per world, like `step`.
+
+        Returns:
+          the world's next `State` (its `data` is `data`, with qpos/qvel reset where not finite).
+        """
+        info, cfg, table = state.info, self.config, params.punches
+        face = (info.kind == FACE).astype(jnp.float32)
+        punch, frame, shoved, key = draws.punch, draws.frame, draws.shoved, draws.key
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)

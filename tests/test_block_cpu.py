@@ -1,0 +1,205 @@
+"""The block task on the CPU path: `BlockCpuEnv` (MuJoCo C physics around the JAX task code) against
+`BlockEnv` on MJX's JAX physics, its restarts, and `experiments/block.py --platform cpu`.
+
+Simple body, 4 worlds, 12-step episodes. CPU environments of one config share their compiled functions,
+so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once.
+"""
+
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from boxjax.envs import block, block_cpu
+from boxjax.envs.base import State
+from boxjax.envs.block import BlockConfig
+from boxjax.envs.block_cpu import BlockCpuEnv
+from boxjax.rl import checkpoint
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+import block as block_cli  # noqa: E402
+
+WORLDS = 4
+OPTIONS = {"episode_s": 0.3, "shove_at_s": (0.1, 0.1), "recover_s": 0.1}
+"""12-step episodes: a forced punch arrives (step 6), the shove (step 4) and its recovery (step 9) fit in
+one, and every world reaches its time limit at step 12."""
+CONFIG = BlockConfig(body="simple", **OPTIONS)
+STEPS = 15
+"""Control steps of each parity run: one whole episode and the first steps of the next."""
+OBS_ATOL = 5e-4
+REWARD_ATOL = 1e-4
+"""The same control steps from the same state: MuJoCo C (float64) against MJX-JAX (float32, "highest"
+matmuls), which drift apart over the steps. Measured over 30 steps: 1.7e-4 on observations (foot touch
+over body weight), 1.6e-5 on rewards and per-step metrics (the walk progress, a speed)."""
+CLI_ARGS = [
+    "--platform", "cpu", "--mode", "serial", "--envs", str(WORLDS), "--unroll", "4", "--minibatch", "8",
+    "--epochs", "1", "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=0.3",
+    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.1",
+]  # fmt: skip
+"""The CLI's spelling of `CONFIG` on `WORLDS` worlds (so its collector reuses this file's compiles)."""
+
+
+@pytest.fixture(scope="module")
+def env():
+    return BlockCpuEnv(CONFIG, num_worlds=WORLDS, seed=1)
+
+
+@pytest.fixture(scope="module")
+def mjx_step(env):
+    """The task's own params (MJX model) and its `step` with MJX physics, vmapped and jitted."""
+    task = env.task
+    return task.default_params(), jax.jit(jax.vmap(task.step, in_axes=(None, 0, 0)))
+
+
+def _as_mjx(params, state: State) -> State:
+    """A CPU environment's state (K worlds) for the MJX step: its physics in the template's `mjx.Data`,
+    as `BlockEnv.reset` makes it."""
+
+    def one(view):
+        return params.template.replace(
+            qpos=view.qpos,
+            qvel=view.qvel,
+            ctrl=view.ctrl,
+            mocap_pos=view.mocap_pos,
+            mocap_quat=view.mocap_quat,
+        )
+
+    return state.replace(data=jax.vmap(one)(state.data))
+
+
+def _where(rows: np.ndarray, a, b):
+    """Per world (`rows` (K,) bool): pytree `a`'s leaves where set, `b`'s elsewhere."""
+    return jax.tree.map(lambda x, y: jnp.where(rows.reshape(-1, *(1,) * (x.ndim - 1)), x, y), a, b)
+
+
+def _placed(env, value: np.ndarray) -> jax.Array:
+    """`value` placed like the CPU environment's state, so its jitted step does not compile again."""
+    return jax.device_put(value, env.state.info.step.sharding)
+
+
+def _only(env, kind: str):
+    weights = np.eye(len(block.KINDS), dtype=np.float32)[block.KINDS.index(kind)]
+    return env.reset_params.replace(kind_weights=jnp.asarray(weights))
+
+
+@pytest.mark.parametrize("kind", block.KINDS)
+def test_cpu_env_steps_like_the_mjx_env_through_an_episode_and_a_restart(env, mjx_step, kind, monkeypatch):
+    params, step = mjx_step
+    monkeypatch.setattr(env, "reset_params", _only(env, kind))
+    env.reset()
+    if kind == "face":  # every world throws the fast jab at once: vision, arrival and score on both sides
+        jab = env.task.library.names.index("jab-head-fast")
+        punch, frame = (
+            _placed(env, np.full(WORLDS, jab, np.int32)),
+            _placed(env, np.full(WORLDS, -1, np.int32)),
+        )
+        env.state = env.state.replace(info=env.state.info.replace(punch=punch, frame=frame))
+    ref = _as_mjx(params, env.state)
+    actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(3), (STEPS, WORLDS, env.action_size), minval=-1)
+    totals = {k: 0.0 for k in ("punch/arrived", "shove/shoved", "done")}
+    for t, action in enumerate(np.asarray(actions)):
+        out = env.step(action)
+        ref = step(params, ref, action)
+        where = f"{kind}, step {t + 1}"
+        np.testing.assert_allclose(out.next_obs, np.asarray(ref.obs), atol=OBS_ATOL, err_msg=where)
+        np.testing.assert_allclose(out.reward, np.asarray(ref.reward), atol=REWARD_ATOL, err_msg=where)
+        np.testing.assert_array_equal(out.done, np.asarray(ref.done), err_msg=where)
+        np.testing.assert_array_equal(out.truncation, np.asarray(ref.truncation), err_msg=where)
+        assert set(out.metrics) == set(ref.metrics)
+        for name, value in out.metrics.items():
+            np.testing.assert_allclose(value, np.asarray(ref.metrics[name]), atol=REWARD_ATOL, err_msg=name)
+        for name in totals:
+            totals[name] += float((out.done if name == "done" else out.metrics[name]).sum())
+        # finished worlds continue on both sides from the CPU environment's fresh episode
+        ref = _where(out.done > 0.5, _as_mjx(params, env.state), ref.replace(metrics={}))
+    assert totals["done"] == WORLDS  # every world timed out at step 12 and went on in a new episode
+    assert totals["punch/arrived"] == (WORLDS if kind == "face" else 0.0)
+    assert totals["shove/shoved"] == (WORLDS if kind == "shove" else 0.0)
+    np.testing.assert_array_equal(np.asarray(env.state.info.kind), block.KINDS.index(kind))
+
+
+def test_a_world_at_its_time_limit_restarts_from_a_fresh_episode_alone(env):
+    first = env.reset()
+    zeros = np.zeros((WORLDS, env.action_size), np.float32)
+    early = 2  # this world's clock runs 5 steps ahead: it reaches the time limit first, alone
+    step = np.asarray(env.state.info.step).copy()
+    step[early] = 5
+    env.state = env.state.replace(info=env.state.info.replace(step=_placed(env, step)))
+    for _ in range(CONFIG.max_steps - 6):
+        assert not env.step(zeros).done.any()
+    out = env.step(zeros)
+    np.testing.assert_array_equal(out.truncation, np.eye(WORLDS)[early])
+    np.testing.assert_array_equal(out.done, np.eye(WORLDS)[early])
+    pool = jax.device_get(env.pool)  # refilled for this restart: the world took its first episode
+    np.testing.assert_array_equal(out.obs[early], pool.obs[0])
+    assert env.pool_next == 1
+    others = np.arange(WORLDS) != early
+    np.testing.assert_array_equal(out.obs[others], out.next_obs[others])
+    assert not np.allclose(out.obs[early], out.next_obs[early]) and not np.allclose(
+        out.obs[early], first[early]
+    )
+    assert not np.any(out.obs[early, env.task.obs_slices["prev_action"]])
+    state = jax.device_get(env.state)
+    np.testing.assert_array_equal(state.info.step, np.where(others, CONFIG.max_steps - 5, 0))
+    # its MuJoCo world was posed as the fresh episode, at rest; the others kept their motion
+    w = env.worlds
+    np.testing.assert_array_equal(w.qpos[early], pool.data.qpos[0])
+    np.testing.assert_array_equal(w.ctrl[early], pool.data.ctrl[0])
+    np.testing.assert_array_equal(w.mocap_pos[early], pool.data.mocap_pos[0])
+    assert np.all(w.qvel[early] == 0.0) and np.any(w.qvel[others] != 0.0)
+    for _ in range(5):  # the other three time out together and take the pool's next episodes
+        out = env.step(zeros)
+    np.testing.assert_array_equal(out.done, others.astype(np.float32))
+    np.testing.assert_array_equal(out.obs[others], pool.obs[1:WORLDS])
+    assert env.pool_next == WORLDS
+    for jitted in (block_cpu._FRESH, block_cpu._MERGE, block_cpu._BEFORE, block_cpu._AFTER):
+        assert jitted._cache_size() == 1  # no retrace across resets, restarts and tests
+
+
+def test_cpu_env_describes_itself_and_refuses_a_teacher(env):
+    assert env.describe() == {**env.task.describe(), "physics": "cpu"}
+    assert not hasattr(env, "init_curriculum") and not hasattr(env.task, "init_curriculum")
+    with pytest.raises(ValueError, match="no walking teacher on the CPU path"):
+        BlockCpuEnv(BlockConfig(body="simple", teacher="shipped"))
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    """experiments/block.py's `main` in tmp_path (JAX already runs here: the platform is not set again)."""
+    from boxjax import platform
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(platform, "configure", lambda *args, **kwargs: None)
+    return lambda *args: block_cli.main([*CLI_ARGS, *args])
+
+
+def _log(run) -> list[dict]:
+    with open(run / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_cli_trains_on_the_cpu_path_resumes_and_refuses_a_teacher(env, cli, tmp_path, capsys):
+    assert cli("--iterations", "2", "--name", "run", "--checkpoint-every", "1") == 0
+    printed = capsys.readouterr().out
+    assert "--teacher auto: the CPU path runs no teacher" in printed  # a teacher ships for the simple body
+    assert "physics=mujoco-cpu" in printed and "cpu path: serial" in printed
+    run = tmp_path / "runs" / "run"
+    log = _log(run)
+    assert [f["iteration"] for f in log] == [1.0, 2.0]
+    assert {"count/punches", "env/kind/face", "env/reward/alive", "profile/collector_step_s"} <= set(log[0])
+    assert log[-1]["env/reward/alive"] > 0.0 and log[-1]["env/nan"] == 0.0
+    meta = checkpoint.read_meta(str(run / "checkpoints"))
+    assert meta["physics"] == "cpu" and meta["config"] == CONFIG.to_dict()
+    assert checkpoint.latest_step(str(run / "checkpoints")) == 2
+    assert json.loads((run / "summary.json").read_text())["iterations"] == 2
+    assert cli("--iterations", "3", "--name", "run", "--resume", str(run / "checkpoints")) == 0
+    assert [f["iteration"] for f in _log(run)] == [1.0, 2.0, 3.0]
+    assert checkpoint.latest_step(str(run / "checkpoints")) == 3
+    for teacher in (["--teacher", "shipped"], ["--env", "teacher=shipped"]):
+        with pytest.raises(SystemExit, match="no teacher on the CPU path"):
+            cli("--iterations", "1", "--name", "taught", *teacher)
+    assert block_cpu._BEFORE._cache_size() == 1  # the CLI's collector stepped with this file's compile
