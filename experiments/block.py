@@ -18,8 +18,7 @@
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
 layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
-runs/<name>/init-from-stance. The CPU path reads block checkpoints of the CPU path only (the fused path's
-also hold its rollout state). --resume PATH continues a block run (--init is then ignored): exactly on the
+runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly on the
 fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),

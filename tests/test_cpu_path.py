@@ -264,3 +264,18 @@ def test_stop_checkpoints_and_leaves_no_process(tmp_path, how):
     assert len(seen) == 2
     assert all(_gone(p) for p in seen), "a worker process outlived the run"
     assert checkpoint.latest_step(str(tmp_path)) >= 2
+
+
+def test_cpu_path_starts_from_a_fused_path_checkpoint(tmp_path):
+    """`--init` on the CPU path takes the model of a fused-path checkpoint, which also holds a rollout state
+    (MJX or MuJoCo Warp data) the CPU path has no template for."""
+    env = FACTORY(1, 1, 0)
+    meta = workers.run_meta(env, TINY)
+    fresh = init_train_state(env, TINY, jax.random.PRNGKey(0))
+    trained = fresh.replace(params=jax.tree.map(lambda x: x + 0.5, fresh.params))
+    rollout = {"env": {"data": {"warp_only": np.ones((WORLDS, 3), np.float32)}}}
+    checkpoint.save(str(tmp_path), 9, {"train": trained, "rollout": rollout}, meta)
+    state = workers._initial_state(env, TINY, jax.random.PRNGKey(1), meta, None, str(tmp_path))
+    same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), state.params, trained.params)
+    assert all(jax.tree.leaves(same))
+    assert int(state.iteration) == 0  # a start from its model, not a resume
