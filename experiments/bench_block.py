@@ -124,7 +124,7 @@ def variant_env(name: str, body: str, worlds: int, teacher: str = ""):
 
         class NoScoring(BlockEnv):
             def _score(self, data, hand, target):
-                return jnp.zeros((), jnp.float32)
+                return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
 
         return NoScoring(env.config, env.physics)
     if name == "no_ik":

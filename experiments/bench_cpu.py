@@ -1,12 +1,14 @@
-"""CPU path benchmark: `python experiments/bench_cpu.py [--body simple] [--cores 1,2,4,8,16]`.
+"""CPU path benchmark: `python experiments/bench_cpu.py [--task stance|block] [--body simple] [--cores 1,2]`.
 
-1. Env step against bare MuJoCo, one thread: the stance step of K worlds (`StanceCpuEnv.step`: task
-   math, physics through `mujoco.batch`, resets) per world, against MuJoCo's own `mj_step` time of the
-   same states (`env_step_vs_mj_step`, target <= 1.3), and against a Python loop of
-   `mujoco.mj_step(nstep=substeps)` replaying the same controls (`env_step_vs_mj_step_loop`).
-2. Training at 1, 2, 4, 8, 16 cores (those this machine has): `experiments/stance.py --platform cpu`
+1. Env step against bare MuJoCo, one thread: the task's step of K worlds (`StanceCpuEnv.step` or
+   `BlockCpuEnv.step`: task code, physics through `mujoco.batch`, resets) per world, against MuJoCo's own
+   `mj_step` time of the same states (`env_step_vs_mj_step`, target <= 1.3), and against a Python loop of
+   `mujoco.mj_step(nstep=substeps)` replaying the same controls (and the puppet's mocap poses)
+   (`env_step_vs_mj_step_loop`).
+2. Training at 1, 2, 4, 8, 16 cores (those this machine has): `experiments/<task>.py --platform cpu`
    run in a fresh process pinned to the first c cores, 32 worlds per core, 16 steps, the default
-   network; steady-state steps/s, s/iteration and the profile (medians after the first 3 iterations).
+   network (block: no teacher); steady-state steps/s, s/iteration and the profile (medians after the
+   first 3 iterations).
    Below 4 cores both the serial and the decoupled layout are measured; the learner's bf16 arithmetic
    is measured against fp32 at the largest core count.
 3. A projection to 96 vCPUs, its assumptions written into the row.
@@ -38,6 +40,7 @@ STEADY_FROM = 3
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", choices=("stance", "block"), default="stance")
     p.add_argument("--body", default="simple")
     p.add_argument("--cores", default="1,2,4,8,16", help="comma list; those above this machine's are skipped")
     p.add_argument("--env-worlds", type=int, default=64, help="worlds of the env-step measurement")
@@ -69,7 +72,24 @@ def versions() -> dict[str, str]:
     return {"jax": jax.__version__, "mujoco": mujoco.__version__, "numpy": numpy.__version__}
 
 
-def env_step_rows(body: str, worlds: int, steps: int, rounds: int = 4) -> list[tuple[str, float, str]]:
+def cpu_env(task: str, body: str, worlds: int):
+    """The task's CPU environment on one thread, with episodes long enough that the timing sees few
+    resets (stance: no shoves)."""
+    if task == "block":
+        from boxjax.envs.block import BlockConfig
+        from boxjax.envs.block_cpu import BlockCpuEnv
+
+        return BlockCpuEnv(BlockConfig(body=body, episode_s=1e3), num_worlds=worlds, num_threads=1, seed=0)
+    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance_cpu import StanceCpuEnv
+
+    config = StanceConfig(body=body, shove_speed_mps=(0.0, 0.0), episode_s=1e3)
+    return StanceCpuEnv(config, num_worlds=worlds, num_threads=1, seed=0)
+
+
+def env_step_rows(
+    task: str, body: str, worlds: int, steps: int, rounds: int = 4
+) -> list[tuple[str, float, str]]:
     """Per-world cost of one control step on one thread: the whole env step against MuJoCo's part of it.
 
     `mj_step_us` is the time the env spends in `Batch.step` (MuJoCo's `mj_step` on every world, with the
@@ -81,13 +101,11 @@ def env_step_rows(body: str, worlds: int, steps: int, rounds: int = 4) -> list[t
     import mujoco
     import numpy as np
 
-    from boxjax.envs.stance import StanceConfig
-    from boxjax.envs.stance_cpu import StanceCpuEnv
     from boxjax.physics import cpu
 
-    config = StanceConfig(body=body, shove_speed_mps=(0.0, 0.0), episode_s=1e3)
-    env = StanceCpuEnv(config, num_worlds=worlds, num_threads=1, seed=0)
+    env = cpu_env(task, body, worlds)
     env.reset()
+    env.step(np.zeros((worlds, env.action_size), np.float32))  # compiles the block task's halves
     rng = np.random.default_rng(0)
     datas = [mujoco.MjData(env.mj_model) for _ in range(worlds)]
     physics_s = [0.0]
@@ -107,11 +125,16 @@ def env_step_rows(body: str, worlds: int, steps: int, rounds: int = 4) -> list[t
             actions = rng.uniform(-0.1, 0.1, (steps, worlds, env.action_size)).astype(np.float32)
             start_q, start_v = env.worlds.qpos.copy(), env.worlds.qvel.copy()
             ctrls = np.empty((steps, worlds, env.mj_model.nu))
+            mocap = (
+                np.empty((steps, *env.worlds.mocap_pos.shape)),
+                np.empty((steps, *env.worlds.mocap_quat.shape)),
+            )
             physics_s[0] = 0.0
             tick = time.perf_counter()
             for t in range(steps):
                 resets += env.step(actions[t]).done.sum()
                 ctrls[t] = env.worlds.ctrl
+                mocap[0][t], mocap[1][t] = env.worlds.mocap_pos, env.worlds.mocap_quat
             best["env"] = min(best["env"], time.perf_counter() - tick)
             best["mj"] = min(best["mj"], physics_s[0])
             for w, d in enumerate(datas):
@@ -120,6 +143,7 @@ def env_step_rows(body: str, worlds: int, steps: int, rounds: int = 4) -> list[t
             for t in range(steps):
                 for w, d in enumerate(datas):
                     d.ctrl[:] = ctrls[t, w]
+                    d.mocap_pos[:], d.mocap_quat[:] = mocap[0][t, w], mocap[1][t, w]
                     mujoco.mj_step(env.mj_model, d, nstep=env.substeps)
             best["loop"] = min(best["loop"], time.perf_counter() - tick)
     finally:
@@ -136,13 +160,15 @@ def env_step_rows(body: str, worlds: int, steps: int, rounds: int = 4) -> list[t
     ]
 
 
-def training_figures(body: str, cores: int, mode: str, dtype: str, iterations: int) -> tuple[dict, str]:
-    """Steady-state medians of a short `experiments/stance.py` run pinned to the first `cores` cores."""
+def training_figures(
+    task: str, body: str, cores: int, mode: str, dtype: str, iterations: int
+) -> tuple[dict, str]:
+    """Steady-state medians of a short `experiments/<task>.py` run pinned to the first `cores` cores."""
     worlds = WORLDS_PER_CORE * cores
     batch = worlds * UNROLL
     argv = [
         sys.executable,
-        os.path.join(HERE, "stance.py"),
+        os.path.join(HERE, f"{task}.py"),
         "--platform=cpu",
         f"--body={body}",
         f"--mode={mode}",
@@ -151,9 +177,9 @@ def training_figures(body: str, cores: int, mode: str, dtype: str, iterations: i
         f"--minibatch={batch // 4}",
         f"--iterations={iterations}",
         f"--learner-dtype={dtype}",
-        "--keep-going",
         "--checkpoint-every=1000000",
         "--name=bench",
+        *(["--teacher=none"] if task == "block" else ["--keep-going"]),
     ]
     mask = sorted(os.sched_getaffinity(0))[:cores]
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"cpu-{slug}-{date[:10]}.jsonl")
-    common = {"bench": "cpu", "device": device, "body": args.body, "task": "stance", "date": date}
+    common = {"bench": "cpu", "device": device, "body": args.body, "task": args.task, "date": date}
     common["versions"] = versions()
     with open(path, "a") as out:
 
@@ -241,14 +267,14 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
             print(f"{metric:34s} {value:12.4g} {unit:18s} cores={cores} worlds={worlds} {extra or ''}")
 
-        env_rows = env_step_rows(args.body, args.env_worlds, args.env_steps)
+        env_rows = env_step_rows(args.task, args.body, args.env_worlds, args.env_steps)
         for metric, value, unit in env_rows:
             write(metric, value, unit, args.env_worlds, 1, threads=1)
         measured = {}
         for cores, mode, dtype in training_runs(
             [c for c in map(int, args.cores.split(",")) if c <= available]
         ):
-            figures, cmd = training_figures(args.body, cores, mode, dtype, args.iterations)
+            figures, cmd = training_figures(args.task, args.body, cores, mode, dtype, args.iterations)
             measured[(cores, mode, dtype)] = figures
             for metric, value in figures.items():
                 worlds = WORLDS_PER_CORE * cores

@@ -37,6 +37,7 @@ import _cli  # noqa: E402
 COUNTS = (
     ("punches", "env/punch/arrived"),
     ("blocks", "env/success/blocks"),
+    ("misses", "env/punch/missed"),
     ("goals", "env/success/goals"),
     ("bag_hits", "env/success/bag_hits"),
     ("recoveries", "env/success/recoveries"),
@@ -46,6 +47,7 @@ COUNTS = (
 PROGRESS = (
     ("count/punches", "punch {:.0f}", "punches arrived"),
     ("count/blocks", "block {:.0f}", "blocks"),
+    ("count/misses", "miss {:.0f}", "punches that stopped out of reach"),
     ("count/goals", "goal {:.0f}", "walk spots reached"),
     ("count/bag_hits", "bag {:.0f}", "bag hits"),
     ("count/recoveries", "rec {:.0f}", "shove recoveries"),

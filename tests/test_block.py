@@ -341,7 +341,7 @@ def test_score_on_posed_fighters():
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
     data = _kinematics(qpos, impact_of="jab-head-medium")
-    assert float(e._score(data, jnp.int32(0), jnp.int32(0))) == 1.0
+    assert [float(x) for x in e._score(data, jnp.int32(0), jnp.int32(0))] == [1.0, 1.0]
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))
     head = data.geom_xpos[e.me.head_geom_id]
@@ -554,10 +554,61 @@ def test_forced_punch_is_thrown_and_arrives_once():
     (states, _), _, _ = _episode()
     thrown = sum(np.asarray(s.metrics["punch/thrown"]) for s in states)
     arrived = sum(np.asarray(s.metrics["punch/arrived"]) for s in states)
-    outcome = sum(np.asarray(s.metrics["punch/blocked"] + s.metrics["punch/hit"]) for s in states)
+    outcome = sum(
+        np.asarray(s.metrics["punch/blocked"] + s.metrics["punch/missed"] + s.metrics["punch/hit"])
+        for s in states
+    )
     np.testing.assert_array_equal(thrown, 1.0)
     np.testing.assert_array_equal(arrived, 1.0)
     np.testing.assert_array_equal(outcome, 1.0)
+
+
+def test_an_arrival_is_parried_missed_blocked_or_hit():
+    """A glove our guard touched on its way is blocked (parried) wherever it ends; otherwise one that
+    stopped out of reach missed (never a block, whatever its path score), and one that reached the target
+    is blocked up to `block_max_score` and a hit above it."""
+    e, table = env(), params().punches
+    arrival = int(table.impact[0]) + e.lag_steps
+    names = ("punch/missed", "punch/blocked", "punch/parried", "punch/hit", "punch/arrived")
+    cases = {
+        (0.9, 0.0, 0.0): ("punch/missed",), (0.0, 0.0, 0.0): ("punch/missed",),
+        (0.1, 1.0, 0.0): ("punch/blocked",), (0.9, 1.0, 0.0): ("punch/hit",),
+        (0.9, 1.0, 1.0): ("punch/blocked", "punch/parried"),
+        (0.9, 0.0, 1.0): ("punch/blocked", "punch/parried"),
+    }  # fmt: skip
+    for (score, reached, parried), outcome in cases.items():
+        f32 = jnp.float32
+        events = e._punch_events(table, 0, jnp.int32(arrival), f32(score), f32(reached), f32(parried))
+        flags = {k: float(events[k]) for k in names}
+        assert flags == {k: float(k in outcome or k == "punch/arrived") for k in names}, (
+            score,
+            reached,
+            parried,
+        )
+    before = e._punch_events(
+        table, 0, jnp.int32(arrival - 1), jnp.float32(0.9), jnp.float32(1.0), jnp.float32(1)
+    )
+    assert sum(float(before[k]) for k in names) == 0.0
+
+
+def test_a_glove_sweeping_through_our_guard_touches_it():
+    """The opponent's lead glove swept from his side of our lead glove to ours touches it; swept beside it
+    (well clear) it does not."""
+    e = env()
+    data = _kinematics(e.guard_qpos.astype(np.float64))
+    ours = data.geom_xpos[e.me.glove_geom_ids[0]]
+    theirs = data.geom_xpos[e.opponent.glove_geom_ids[0]]
+    line = (ours - theirs) / np.linalg.norm(ours - theirs)
+    side = np.cross(line, [0.0, 0.0, 1.0])
+    side /= np.linalg.norm(side)
+    for offset, want in ((0.0, 1.0), (0.5, 0.0)):
+        start, end = ours - 0.3 * line + offset * side, ours + 0.3 * line + offset * side
+        moved = np.array(data.geom_xpos)
+        moved[e.opponent.glove_geom_ids[0]] = end  # his glove now at the end of the sweep
+        posed = SimpleNamespace(geom_xpos=jnp.asarray(moved), geom_xmat=jnp.asarray(data.geom_xmat))
+        touched, glove = e._guard_contact(posed, jnp.int32(0), jnp.asarray(start, jnp.float32))
+        assert float(touched) == want, offset
+        np.testing.assert_allclose(np.asarray(glove), end, atol=1e-5)
 
 
 def test_observed_vision_is_the_frame_from_delay_steps_ago():

@@ -7,9 +7,14 @@ change without a recompile):
   (`boxjax.envs.punches`) kinematically: he is a puppet of mocap bodies (`boxjax.mjcf.puppet`) posed
   every control step from the sampled punch's frame, so his gloves go exactly where the recording
   says and only our fighter is simulated. A punch *arrives* `arrival_lag_s` after its impact frame
-  and is scored then with
-  `boxjax.envs.scoring` (0 when the glove stopped more than `reach_m` short): up to `block_max_score`
-  is a block, above it a hit. Our fighter sees him only through `boxjax.envs.vision` (0.1 s late).
+  and is judged then. The puppet's glove follows its recording whatever is in its way (his contacts
+  are soft), so the guard cannot stop it physically; instead a punch whose glove, swept from one control
+  step to the next, touched one of our gloves or forearms on its way was *parried*: blocked. Otherwise
+  a glove that stopped more than `reach_m` short of the target *missed* (our fighter was not there:
+  leaning away, displaced, falling), and one that reached it is scored with `boxjax.envs.scoring`
+  (19 paths from the glove to the target past our guard): up to `block_max_score` *blocked*, above it
+  a *hit*. Our fighter sees him only through
+  `boxjax.envs.vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
@@ -69,7 +74,8 @@ REWARD_TERMS = (
 )  # fmt: skip
 SUCCESS = ("blocks", "goals", "bag_hits", "recoveries", "commands_held")
 EVENTS = (
-    "punch/thrown", "punch/arrived", "punch/blocked", "punch/hit", "punch/hit_score", "vision/hidden",
+    "punch/thrown", "punch/arrived", "punch/blocked", "punch/parried", "punch/missed", "punch/hit",
+    "punch/hit_score", "vision/hidden",
     "command/ik_residual_m", "command/glove_error_m", "walk/distance_m", "bag/hit_speed", "shove/shoved",
 )  # fmt: skip
 NUM_POSES = len(ik.GUARD_POSES)
@@ -256,6 +262,10 @@ class BlockInfo:
     """(2, 3) mean glove velocity over the last step."""
     touching: jax.Array
     """(2,) float32 gloves touching the bag after the last step."""
+    punch_glove: jax.Array
+    """(3,) the opponent's punching glove after the last step (the start of its next sweep)."""
+    parried: jax.Array
+    """() float32 1 once the current punch's glove touched our guard on its way."""
     shove_step: jax.Array
     """() int32 step of the shove (shove episodes)."""
     key: jax.Array
@@ -484,6 +494,8 @@ class BlockEnv:
             glove_pos=jnp.zeros((2, 3), jnp.float32),
             glove_vel=jnp.zeros((2, 3), jnp.float32),
             touching=jnp.zeros((2,), jnp.float32),
+            punch_glove=jnp.zeros((3,), jnp.float32),
+            parried=zero,
             shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
             key=key,
         )
@@ -543,12 +555,16 @@ class BlockEnv:
         )
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
-        score = self._score(data, table.hand[punch], table.target[punch])
-        events = {k: v * face for k, v in self._punch_events(table, punch, frame, score).items()}
+        score, reached = self._score(data, table.hand[punch], table.target[punch])
+        contact, punch_glove = self._guard_contact(data, table.hand[punch], info.punch_glove)
+        parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
+        events = self._punch_events(table, punch, frame, score, reached, parried)
+        events = {k: v * face for k, v in events.items()}
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
         terms.update(
-            block=cfg.w_block * events["punch/blocked"], hit=-cfg.w_hit * events["punch/arrived"] * score
+            block=cfg.w_block * events["punch/blocked"],
+            hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * score,
         )
         fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
         step = info.step + 1
@@ -556,7 +572,10 @@ class BlockEnv:
         terms.update(task_terms)
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
-        info = info.replace(punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key)
+        info = info.replace(
+            punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
+            punch_glove=punch_glove, parried=parried,
+        )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
         metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
         metrics.update(events)
@@ -744,33 +763,56 @@ class BlockEnv:
         )  # fmt: skip
         return terms, events, info
 
-    def _punch_events(self, table: punches.PunchTable, punch, frame, score) -> dict[str, jax.Array]:
-        """() float32 flags of this step: thrown, arrived, blocked, hit, and the score of a hit."""
+    def _punch_events(
+        self, table: punches.PunchTable, punch, frame, score, reached, parried
+    ) -> dict[str, jax.Array]:
+        """() float32 flags of this step: thrown, arrived, and of an arrival one of blocked (parried on
+        its way, or scored up to `block_max_score`), missed (out of reach) or hit; of the blocks those
+        parried; the score of a hit."""
         arrival = jnp.minimum(table.impact[punch] + self.lag_steps, table.length[punch] - 1)
         arrived = (frame == arrival).astype(jnp.float32)
-        hit = arrived * (score > self.config.block_max_score)
+        stopped = arrived * parried
+        landed = (arrived - stopped) * reached
+        hit = landed * (score > self.config.block_max_score)
         return {
             "punch/thrown": (frame == 0).astype(jnp.float32),
             "punch/arrived": arrived,
-            "punch/blocked": arrived - hit,
+            "punch/blocked": stopped + landed - hit,
+            "punch/parried": stopped,
+            "punch/missed": arrived - stopped - landed,
             "punch/hit": hit,
             "punch/hit_score": hit * score,
         }
+
+    def _guard_contact(self, data, hand: jax.Array, previous: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Whether the opponent's `hand` glove, swept from `previous` (3,) to where it is now, touched one
+        of our gloves or forearms: (() float32 1.0 if so, (3,) its centre now)."""
+        gloves = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.opponent_gloves)
+        glove = 0.5 * (gloves.start[hand] + gloves.end[hand])
+        blockers = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.blockers)
+        dist = jax.vmap(vision.segment_distance, in_axes=(None, None, 0, 0))(
+            previous, glove, blockers.start, blockers.end
+        )
+        touched = jnp.any(dist <= blockers.radius + gloves.radius[hand])
+        return touched.astype(jnp.float32), glove
 
     def _see(self, data: mjx.Data) -> jax.Array:
         """(FRAME_SIZE,) what our fighter sees now (`vision.see`)."""
         return vision.see(data, self.vision_index)
 
-    def _score(self, data: mjx.Data, hand: jax.Array, target: jax.Array) -> jax.Array:
-        """() score of the opponent's `hand` glove against our `target` right now (0 when out of reach)."""
+    def _score(self, data: mjx.Data, hand: jax.Array, target: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The opponent's `hand` glove against our `target` right now: (() score, 0 when out of reach;
+        () float32 1.0 when the glove is within `reach_m` of the target's surface)."""
         gloves = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.opponent_gloves)
         goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
         glove, glove_r = gloves.start[hand], gloves.radius[hand]
         goal, goal_r = goals.start[target], goals.radius[target]
         blockers = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.blockers)
         clear = scoring.punch_score(glove, goal, goal_r, blockers)
-        gap = jnp.linalg.norm(goal - glove) - glove_r - goal_r
-        return clear * (gap <= self.config.reach_m)
+        reached = (jnp.linalg.norm(goal - glove) - glove_r - goal_r <= self.config.reach_m).astype(
+            jnp.float32
+        )
+        return clear * reached, reached
 
     def _observe(self, qpos, qvel, touch, info: BlockInfo, seen, bag_pos) -> jax.Array:
         """(observation_size,) float32 in the `obs_slices` layout."""
