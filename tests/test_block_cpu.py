@@ -83,13 +83,13 @@ def _placed(env, value: np.ndarray) -> jax.Array:
 
 def _only(env, kind: str):
     weights = np.eye(len(block.KINDS), dtype=np.float32)[block.KINDS.index(kind)]
-    return env.reset_params.replace(kind_weights=jnp.asarray(weights))
+    return env.params.replace(kind_weights=jnp.asarray(weights))
 
 
 @pytest.mark.parametrize("kind", block.KINDS)
 def test_cpu_env_steps_like_the_mjx_env_through_an_episode_and_a_restart(env, mjx_step, kind, monkeypatch):
     params, step = mjx_step
-    monkeypatch.setattr(env, "reset_params", _only(env, kind))
+    monkeypatch.setattr(env, "params", _only(env, kind))
     env.reset()
     if kind == "face":  # every world throws the fast jab at once: vision, arrival and score on both sides
         jab = env.task.library.names.index("jab-head-fast")

@@ -97,3 +97,29 @@ def test_arm_joints_must_be_hinges_above_their_glove():
     model.jnt_type[model.joint("red/elbow_l").id] = mujoco.mjtJoint.mjJNT_SLIDE
     with pytest.raises(ValueError, match="red/elbow_l.*hinge above its glove"):
         arm_ik.make_arm_ik(model, index.red)
+
+
+def test_mujoco_c_arm_fit_equals_the_mjx_one():
+    """The CPU path's arm fit (`ik_cpu.ArmFit`, float64 on `mj_kinematics`) gives the angles and residual of
+    `guard_targets` + `solve_arms` (float32 on MJX) for every guard pose, from noisy guards."""
+    from boxjax.envs import ik_cpu
+
+    arms, qpos0, _ = problem()
+    model, index = mjcf.arena.build("simple")
+    fit = ik_cpu.ArmFit(model, arms)
+    jax_fit = jax.jit(
+        lambda q, pose, jitter: arm_ik.solve_arms(
+            arms, q, arm_ik.guard_targets(arms, q, pose, jitter), 12, 0.05
+        )
+    )
+    rng = np.random.default_rng(1)
+    for pose in range(len(arm_ik.GUARD_POSES)):
+        qpos = np.array(qpos0)
+        qpos[index.red.act_qpos_adr] += rng.uniform(-0.05, 0.05, index.red.act_qpos_adr.size).astype(
+            np.float32
+        )
+        jitter = rng.uniform(-0.03, 0.03, (2, 3)).astype(np.float32)
+        want_angles, want_residual = jax_fit(jnp.asarray(qpos), jnp.int32(pose), jnp.asarray(jitter))
+        angles, residual = fit.fit(qpos, pose, jitter, 12, 0.05)
+        np.testing.assert_allclose(angles, np.asarray(want_angles), atol=1e-5)  # measured: 1.1e-6 rad
+        np.testing.assert_allclose(residual, float(want_residual), atol=1e-6)  # measured: 1.3e-7 m

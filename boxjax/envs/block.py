@@ -661,12 +661,18 @@ class BlockEnv:
         jitter = jax.random.uniform(
             k_jitter, (2, 3), jnp.float32, -cfg.command_jitter_m, cfg.command_jitter_m
         )
-        arm_ik = dataclasses.replace(self.arm_ik, model=params.ik_model)
-        targets = ik.guard_targets(arm_ik, qpos, pose, jitter)
-        angles, residual = ik.solve_arms(arm_ik, qpos, targets, cfg.ik_iterations, cfg.ik_damping)
+        angles, residual = self._fit_arms(params, qpos, pose, jitter)
         pose_ref = jnp.asarray(self.me.stance_ctrl).at[jnp.asarray(self.arm_act)].set(angles)
         offset = jnp.asarray(self.arm_ik.targets_m)[pose] + jitter
         return pose_ref, pose, offset, residual
+
+    def _fit_arms(self, params: BlockParams, qpos: jax.Array, pose: jax.Array, jitter: jax.Array):
+        """(arm angles (J,), IK residual ()) of guard `pose` plus `jitter` (2, 3) for our fighter in `qpos`,
+        by `ik.solve_arms` on MJX's kinematics (the CPU path puts MuJoCo C's in its place)."""
+        cfg = self.config
+        arm_ik = dataclasses.replace(self.arm_ik, model=params.ik_model)
+        targets = ik.guard_targets(arm_ik, qpos, pose, jitter)
+        return ik.solve_arms(arm_ik, qpos, targets, cfg.ik_iterations, cfg.ik_damping)
 
     def _draw_spot(self, qpos: jax.Array, key: jax.Array) -> jax.Array:
         """(2,) a walk spot `walk_distance_m` from our pelvis in any direction."""

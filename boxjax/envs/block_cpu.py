@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from boxjax.envs import ik_cpu
 from boxjax.envs.base import State
 from boxjax.envs.block import BlockConfig, BlockEnv, BlockParams, StepDraws
 from boxjax.envs.cpu_base import CpuStep
@@ -77,9 +78,8 @@ def view_of(data: Any) -> PhysicsView:
 
 # -- the jitted halves (module level: the task is a static argument, params are passed in) ----------
 def _fresh(task: BlockEnv, params: BlockParams, keys: jax.Array) -> State:
-    """(B,) keys -> B new episodes (`BlockEnv.reset`), without metrics. One after another (`lax.map`), not
-    vmapped: XLA's CPU backend runs the batched MJX kinematics of the arm fit slowly (muscular, 16
-    episodes: 25 s mapped, 87 s vmapped, on a 2-core EPYC)."""
+    """(B,) keys -> B new episodes (`CpuTask.reset`), without metrics, one after another (`lax.map`): the
+    arm fit is a host callback per world."""
     return jax.lax.map(lambda key: task.reset(params, key), keys).replace(metrics={})
 
 
@@ -132,11 +132,30 @@ _BEFORE = jax.jit(_before, static_argnums=0)
 _AFTER = jax.jit(_after, static_argnums=(0, 1))
 
 
+class CpuTask(BlockEnv):
+    """`BlockEnv` whose resets fit the command's arms on MuJoCo's C engine (`ik_cpu.ArmFit`, through a
+    host callback) instead of MJX's kinematics; everything else is `BlockEnv`'s."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__(config)
+        self.arm_fit = ik_cpu.ArmFit(self.mj_model, self.arm_ik)
+
+    def _fit_arms(self, params: BlockParams, qpos: jax.Array, pose: jax.Array, jitter: jax.Array):
+        """(arm angles (J,), IK residual ()) from `ik_cpu.ArmFit.fit` (one world: call under `lax.map`)."""
+        cfg = self.config
+        fit = functools.partial(self.arm_fit.fit, iterations=cfg.ik_iterations, damping=cfg.ik_damping)
+        shapes = (
+            jax.ShapeDtypeStruct((self.arm_ik.qpos_adr.shape[0],), jnp.float32),
+            jax.ShapeDtypeStruct((), jnp.float32),
+        )
+        return jax.pure_callback(fit, shapes, qpos, pose, jitter)
+
+
 @functools.lru_cache(maxsize=4)
-def _task(config: BlockConfig) -> BlockEnv:
-    """One `BlockEnv` per config in a process, so that its CPU environments (several collectors in serial
+def _task(config: BlockConfig) -> CpuTask:
+    """One task per config in a process, so that its CPU environments (several collectors in serial
     mode, a test's) share the compiled functions above, whose static argument it is."""
-    return BlockEnv(config)  # MJX's JAX implementation: its model serves only the reset's arm fit
+    return CpuTask(config)
 
 
 class BlockCpuEnv:
@@ -162,9 +181,9 @@ class BlockCpuEnv:
         self.seed = seed
         self.worlds = cpu.make_worlds(self.mj_model, num_worlds, num_threads, derived=DERIVED)
         full = self.task.default_params()
-        self.reset_params = full.replace(model=None, template=view_of(full.template))
-        """The task's params with the MJX model left out (MuJoCo steps) and a `PhysicsView` template."""
-        self.step_params = self.reset_params.replace(ik_model=None)
+        self.params = full.replace(model=None, ik_model=None, template=view_of(full.template))
+        """The task's params without the MJX models (MuJoCo steps and fits the arms), a `PhysicsView`
+        template."""
         self.metric_names = tuple(sorted(self.task._zero_metrics()))
         self.state: State | None = None
         self.pool: State | None = None
@@ -192,7 +211,7 @@ class BlockCpuEnv:
     def step(self, action: np.ndarray) -> CpuStep:
         """One control step of every world with actions (K, A) in [-1, 1]; finished worlds restart at once."""
         action = jnp.asarray(action, jnp.float32)
-        writes, draws = _BEFORE(self.task, self.step_params, self.state, action)
+        writes, draws = _BEFORE(self.task, self.params, self.state, action)
         writes = jax.device_get(writes)
         worlds = self.worlds
         worlds.ctrl[:] = writes["ctrl"]
@@ -201,7 +220,7 @@ class BlockCpuEnv:
         worlds.qvel[:] += writes["kick"]
         failed = cpu.step(worlds, self.substeps)
         view = self._view(failed)
-        state, out = _AFTER(self.task, self.metric_names, self.step_params, self.state, view, action, draws)
+        state, out = _AFTER(self.task, self.metric_names, self.params, self.state, view, action, draws)
         out = jax.device_get(out)
         ended = np.flatnonzero(out["done"] > 0.5)
         if ended.size:
@@ -238,7 +257,7 @@ class BlockCpuEnv:
     def _refill(self) -> None:
         """A new pool of K fresh episodes from the next key of the seed's chain."""
         self.pool_key, key = jax.random.split(self.pool_key)
-        self.pool = _FRESH(self.task, self.reset_params, jax.random.split(key, self.num_worlds))
+        self.pool = _FRESH(self.task, self.params, jax.random.split(key, self.num_worlds))
         self.pool_next = 0
 
     def _reset_worlds(self, state: State, ids: np.ndarray) -> State:
