@@ -124,9 +124,10 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       log "no stance checkpoint: learning check skipped"
     fi
     ;;
-  cpu)  # the CPU path on this machine's cores
-    log "cpu bench"
-    timeout "${CPU_LIMIT_S:-200}" python3 experiments/bench_cpu.py 2>&1 | tee "$OUT/logs/cpu.txt" | tail -20
+  cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
+    shift
+    log "cpu bench $*"
+    timeout "${CPU_LIMIT_S:-200}" python3 experiments/bench_cpu.py "$@" 2>&1 | tee -a "$OUT/logs/cpu.txt" | tail -20
     ;;
   bundle)
     bundle "$2"
