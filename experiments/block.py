@@ -5,8 +5,7 @@
 --platform cpu   the CPU path (`boxjax.rl.workers`): collectors step the block task on MuJoCo's C engine
                  (`boxjax.envs.block_cpu`: the same JAX task code around `mujoco.batch` physics), learners
                  run the PPO update; serial or decoupled (--mode, --collectors, --worlds, --learners...).
-                 Tiny by default: 8 worlds per collector x 8 steps. It runs no teacher (its collectors
-                 record no distillation targets): --teacher auto then means none, with a note.
+                 Tiny by default: 8 worlds per collector x 8 steps. The teacher runs in the collectors.
                  --mode fused runs the GPU path's fused JAX iteration on the CPU instead (MJX's JAX
                  physics, --envs worlds; about 10x slower per step, for comparisons and tests).
 
@@ -200,32 +199,22 @@ def build(args):
 def build_cpu(args):
     """(PPOConfig, `BlockCpuEnv` of one world, 1) for the CPU path: its defaults, then the overrides.
 
-    The CPU path runs no teacher: one named with --teacher PATH|shipped or --env teacher=... is refused,
-    and --teacher auto falls back to none with a note.
+    With a teacher the collectors record its targets and the learners distil them (`DISTILL_COEF`).
     """
     from boxjax.envs.block import BlockConfig
     from boxjax.envs.block_cpu import BlockCpuEnv
     from boxjax.rl import ppo
 
     fields = task_fields(args)
-    if fields["teacher"]:
-        named = args.teacher != "auto" or any(p.partition("=")[0] == "teacher" for p in args.env)
-        if named:
-            raise SystemExit(
-                f"block.py: no teacher on the CPU path (teacher {fields['teacher']!r}): its collectors "
-                "record no distillation targets; use --teacher none, or --mode fused or --platform gpu"
-            )
-        print(
-            "block: --teacher auto: the CPU path runs no teacher (its collectors record no distillation "
-            "targets), training without one",
-            flush=True,
-        )
-        fields["teacher"] = ""
     worlds = _cli.cpu_worlds(args, CPU_WORLDS)
     overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
     unroll = overrides.get("unroll_length", 8)
     defaults = ppo.PPOConfig(
-        num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 2, num_epochs=4
+        num_envs=worlds,
+        unroll_length=unroll,
+        minibatch_size=worlds * unroll // 2,
+        num_epochs=4,
+        distill_coef=DISTILL_COEF if fields["teacher"] else 0.0,
     )
     config = ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
     return config, BlockCpuEnv(BlockConfig(body=args.body, **fields)), 1

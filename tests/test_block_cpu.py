@@ -5,6 +5,7 @@ Simple body, 4 worlds, 12-step episodes. CPU environments of one config share th
 so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -160,11 +161,22 @@ def test_a_world_at_its_time_limit_restarts_from_a_fresh_episode_alone(env):
         assert jitted._cache_size() == 1  # no retrace across resets, restarts and tests
 
 
-def test_cpu_env_describes_itself_and_refuses_a_teacher(env):
+def test_cpu_env_describes_itself_and_gives_the_teachers_targets(env):
     assert env.describe() == {**env.task.describe(), "physics": "cpu"}
     assert not hasattr(env, "init_curriculum") and not hasattr(env.task, "init_curriculum")
-    with pytest.raises(ValueError, match="no walking teacher on the CPU path"):
-        BlockCpuEnv(BlockConfig(body="simple", teacher="shipped"))
+    assert not hasattr(env, "distill_target")  # no teacher configured
+    config = dataclasses.replace(CONFIG, teacher="shipped")
+    taught = BlockCpuEnv(config, num_worlds=WORLDS, seed=1)
+    taught.reset()
+    target, mask = taught.distill_target()
+    jax_env = block.BlockEnv(config)  # the JAX environment's hook on the same fresh episodes
+    params = jax_env.default_params()
+    want_target, want_mask = jax.vmap(jax_env.distill_target, in_axes=(None, 0))(
+        params, _as_mjx(params, taught.state)
+    )
+    np.testing.assert_allclose(target, np.asarray(want_target), atol=1e-5)
+    np.testing.assert_array_equal(mask, np.asarray(want_mask))
+    assert target.shape == (WORLDS, taught.action_size) and 0 < mask[0].sum() < taught.action_size
 
 
 @pytest.fixture
@@ -182,11 +194,10 @@ def _log(run) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def test_cli_trains_on_the_cpu_path_resumes_and_refuses_a_teacher(env, cli, tmp_path, capsys):
-    assert cli("--iterations", "2", "--name", "run", "--checkpoint-every", "1") == 0
+def test_cli_trains_on_the_cpu_path_resumes_and_distils_a_teacher(env, cli, tmp_path, capsys):
+    assert cli("--iterations", "2", "--name", "run", "--checkpoint-every", "1", "--teacher", "none") == 0
     printed = capsys.readouterr().out
-    assert "--teacher auto: the CPU path runs no teacher" in printed  # a teacher ships for the simple body
-    assert "physics=mujoco-cpu" in printed and "cpu path: serial" in printed
+    assert "physics=mujoco-cpu" in printed and "cpu path: serial" in printed and "teacher=none" in printed
     run = tmp_path / "runs" / "run"
     log = _log(run)
     assert [f["iteration"] for f in log] == [1.0, 2.0]
@@ -196,10 +207,13 @@ def test_cli_trains_on_the_cpu_path_resumes_and_refuses_a_teacher(env, cli, tmp_
     assert meta["physics"] == "cpu" and meta["config"] == CONFIG.to_dict()
     assert checkpoint.latest_step(str(run / "checkpoints")) == 2
     assert json.loads((run / "summary.json").read_text())["iterations"] == 2
-    assert cli("--iterations", "3", "--name", "run", "--resume", str(run / "checkpoints")) == 0
+    resume = ("--iterations", "3", "--name", "run", "--resume", str(run / "checkpoints"), "--teacher", "none")
+    assert cli(*resume) == 0
     assert [f["iteration"] for f in _log(run)] == [1.0, 2.0, 3.0]
     assert checkpoint.latest_step(str(run / "checkpoints")) == 3
-    for teacher in (["--teacher", "shipped"], ["--env", "teacher=shipped"]):
-        with pytest.raises(SystemExit, match="no teacher on the CPU path"):
-            cli("--iterations", "1", "--name", "taught", *teacher)
     assert block_cpu._BEFORE._cache_size() == 1  # the CLI's collector stepped with this file's compile
+    assert log[-1]["loss/distill"] == 0.0
+    assert cli("--iterations", "1", "--name", "taught") == 0  # --teacher auto: the one shipped for simple
+    assert "teacher=shipped" in capsys.readouterr().out
+    taught = _log(tmp_path / "runs" / "taught")[-1]
+    assert taught["loss/distill"] > 0.0 and np.isfinite(taught["loss/total"])

@@ -3,6 +3,7 @@
 Small on purpose (simple body, 4 worlds, tiny networks): the whole file runs in a few minutes on 2 cores.
 """
 
+import dataclasses
 import functools
 import os
 import signal
@@ -279,3 +280,15 @@ def test_cpu_path_starts_from_a_fused_path_checkpoint(tmp_path):
     same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), state.params, trained.params)
     assert all(jax.tree.leaves(same))
     assert int(state.iteration) == 0  # a start from its model, not a resume
+
+
+def test_distillation_needs_an_environment_with_targets():
+    """A distillation weight without a teacher's targets is refused before any process starts."""
+    with pytest.raises(ValueError, match="no distill_target hook"):
+        workers.train(
+            FACTORY,
+            dataclasses.replace(TINY, distill_coef=0.1),
+            workers.WorkersConfig(mode="serial"),
+            jax.random.PRNGKey(0),
+            iterations=1,
+        )

@@ -11,7 +11,8 @@ A world whose episode ended restarts at once from the next unused episode of a p
 (`BlockEnv.reset`, the arm fit included), drawn in one vmapped call whenever the pool runs out: one
 compiled reset for every case, no reset computed that is not used, and the episodes are a function of
 the seed alone. The task has no curriculum. The CPU path's learners record no distillation targets,
-so a walking teacher (`BlockConfig.teacher`) is refused.
+and with a walking teacher (`BlockConfig.teacher`) the environment gives its targets for the
+observations about to be acted on (`distill_target`), which the collectors record for the learners.
 """
 
 from __future__ import annotations
@@ -126,7 +127,13 @@ def _after(
     return stepped.replace(metrics={}), out
 
 
+def _distill(task: BlockEnv, params: BlockParams, state: State) -> tuple[jax.Array, jax.Array]:
+    """`BlockEnv.distill_target` of K worlds."""
+    return jax.vmap(task.distill_target, in_axes=(None, 0))(params, state)
+
+
 _FRESH = jax.jit(_fresh, static_argnums=0)
+_DISTILL = jax.jit(_distill, static_argnums=0)
 _MERGE = jax.jit(_merge)
 _BEFORE = jax.jit(_before, static_argnums=0)
 _AFTER = jax.jit(_after, static_argnums=(0, 1))
@@ -165,12 +172,6 @@ class BlockCpuEnv:
         self, config: BlockConfig | None = None, num_worlds: int = 1, num_threads: int = 1, seed: int = 0
     ):
         config = config or BlockConfig()
-        if config.teacher:
-            raise ValueError(
-                f"BlockCpuEnv: no walking teacher on the CPU path (teacher={config.teacher!r}): its "
-                "collectors record no distillation targets (BlockEnv.distill_target); train without a "
-                "teacher, or with one on the fused JAX path"
-            )
         self.config = config
         self.task = _task(config)
         self.mj_model = self.task.mj_model
@@ -190,6 +191,8 @@ class BlockCpuEnv:
         """K fresh episodes; those from `pool_next` on are unused."""
         self.pool_next = num_worlds
         self.pool_key = jax.random.PRNGKey(seed)
+        if self.task.teacher is not None:
+            self.distill_target = self._distill_target
 
     def describe(self) -> dict:
         """What a checkpoint records about this environment: the block task's, on MuJoCo C physics."""
@@ -234,6 +237,12 @@ class BlockCpuEnv:
             truncation=out["truncation"],
             metrics={k: out["metrics"][:, i] for i, k in enumerate(self.metric_names)},
         )
+
+    def _distill_target(self) -> tuple[np.ndarray, np.ndarray]:
+        """(target, mask), each (K, A) float32: the walking teacher's leg actions on the current state
+        (`BlockEnv.distill_target`; present with a teacher)."""
+        target, mask = jax.device_get(_DISTILL(self.task, self.params, self.state))
+        return np.asarray(target, np.float32), np.asarray(mask, np.float32)
 
     # -- pieces -----------------------------------------------------------------------------------------
     def _view(self, failed: np.ndarray) -> PhysicsView:

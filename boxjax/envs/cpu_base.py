@@ -8,7 +8,10 @@ A CPU environment is an object with
 * ``step(action) -> CpuStep``: all worlds one control step with actions (num_worlds, action_size) in
   [-1, 1]; worlds whose episode ended are reset at once (`CpuStep.obs` continues, `CpuStep.next_obs`
   is what they reached);
-* ``apply_curriculum(curriculum)``: take the values of a curriculum state (numpy leaves).
+* ``apply_curriculum(curriculum)``: take the values of a curriculum state (numpy leaves);
+* optionally ``distill_target() -> (target, mask)``, each (num_worlds, action_size) float32: what the
+  policy mean should be on the observations about to be acted on, and on which dims (a teacher's actions);
+  the collectors record it when `PPOConfig.distill_coef` > 0.
 
 The curriculum state itself lives with the learner, as on the GPU path: the optional hooks
 ``init_curriculum``, ``update_curriculum`` and ``solved`` are those of `boxjax.envs.base`.

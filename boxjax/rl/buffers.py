@@ -70,6 +70,7 @@ def rollout_template(sizes: EnvSizes, config: PPOConfig) -> Transition:
         return jax.ShapeDtypeStruct((t, n, *shape), jnp.float32)
 
     obs = spec(sizes.observation_size)
+    distill = spec(sizes.action_size) if config.distill_coef > 0 else None
     return Transition(
         obs=obs,
         action=spec(sizes.action_size),
@@ -78,6 +79,8 @@ def rollout_template(sizes: EnvSizes, config: PPOConfig) -> Transition:
         next_obs=obs,
         termination=spec(),
         done=spec(),
+        distill_target=distill,
+        distill_mask=distill,
     )
 
 

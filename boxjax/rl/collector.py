@@ -83,6 +83,8 @@ class Collector:
         unroll = out.reward.shape[0]
         for t in range(unroll):
             t0 = time.perf_counter()
+            if out.distill_target is not None:  # the teacher's targets on the state acted on
+                out.distill_target[t], out.distill_mask[t] = self.env.distill_target()
             raw, log_prob, action = self._act(
                 policy.params, policy.normalizer, self.obs, self.key, iteration, t
             )

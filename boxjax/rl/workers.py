@@ -338,6 +338,11 @@ def train(
     cores = _cores()
     layout = plan_layout(workers, cores)
     env = env_factory(1, 1, 0)
+    if config.distill_coef > 0 and not callable(getattr(env, "distill_target", None)):
+        raise ValueError(
+            f"PPOConfig.distill_coef {config.distill_coef} needs targets to distil: "
+            f"{type(env).__name__} has no distill_target hook (no teacher)"
+        )
     sizes = EnvSizes(env.observation_size, env.action_size)
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
     train_key, collect_key = jax.random.split(key)
