@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     try:
-        init = None if args.resume else prepare_init(args.init, task, config, out, args.seed, not on_workers)
+        init = None if args.resume else prepare_init(args.init, task, config, out, args.seed)
     except checkpoint.CheckpointMismatchError as error:
         raise SystemExit(f"block.py: --init {args.init}: {error}") from None
     physics = "physics=mujoco-cpu" if on_workers else f"impl={env.physics.impl}"
@@ -250,11 +250,11 @@ def write_summary(out: str, args, history: list[dict]) -> None:
 # -- starting from a checkpoint -------------------------------------------------------------------------
 
 
-def prepare_init(path: str | None, env, config, out: str, seed: int, with_rollout: bool = True) -> str | None:
+def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | None:
     """The checkpoint `ppo.train_run(init=...)` (or `workers.train(init=...)`) should start from, or None.
 
     A block checkpoint is used as it is once `checkpoint.check_init` accepts it; a stance checkpoint is
-    converted (`stance_init`, `with_rollout` for the fused path) into runs/<name>/init-from-stance.
+    converted (`stance_init`) into runs/<name>/init-from-stance.
     Anything else raises `CheckpointMismatchError` naming what differs. `env` is the `BlockEnv`.
     """
     if not path:
@@ -269,7 +269,7 @@ def prepare_init(path: str | None, env, config, out: str, seed: int, with_rollou
     if task != "stance":
         raise checkpoint.CheckpointMismatchError(f"a {task!r} checkpoint cannot start the block task")
     target = os.path.join(out, "init-from-stance")
-    stance_init(path, saved, env, config, target, seed, with_rollout)
+    stance_init(path, saved, env, config, target, seed)
     return target
 
 
@@ -337,20 +337,15 @@ def map_first_layer(kernel, bias, stance_norm, env, prior_count: float):
     return jnp.asarray(new_kernel, jnp.float32), jnp.asarray(bias, jnp.float32), norm
 
 
-def stance_init(
-    path: str, saved: dict, env, config, target: str, seed: int, with_rollout: bool = True
-) -> None:
+def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> None:
     """Write a block-shaped checkpoint at `target` whose model is the stance checkpoint's at `path`, mapped
-    (`map_first_layer`, policy and value). It holds a fresh optimiser state and, `with_rollout` (the fused
-    path's layout; the CPU path's has none), a placeholder rollout state (an `init` checkpoint: `ppo`
-    takes only its model). Refuses another body or network.
+    (`map_first_layer`, policy and value), with a fresh optimiser state and no rollout state (an `init`
+    checkpoint: both paths take only its model). Refuses another body or network.
     """
     import jax
-    import numpy as np
 
     from boxjax.envs.stance import StanceConfig, StanceEnv
     from boxjax.rl import checkpoint, ppo
-    from boxjax.rl.rollout import init_rollout
     from boxjax.rl.train_step import init_train_state, make_optimizer
 
     expected = ppo.run_meta(env, config)
@@ -390,13 +385,8 @@ def stance_init(
         params["params"][net]["Dense_0"] = {"kernel": kernel, "bias": bias}
     state = init_train_state(env, config, key)
     state = state.replace(params=params, opt_state=make_optimizer(config).init(params), normalizer=norm)
-    saved_state = {"train": state}
-    if with_rollout:
-        env_params = env.default_params()
-        rollout = jax.eval_shape(lambda: init_rollout(env, env_params, key, config.num_envs))
-        saved_state["rollout"] = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), rollout)
     meta = {**ppo.run_meta(env, config), "converted_from": {"task": "stance", "path": os.path.abspath(path)}}
-    checkpoint.save(target, 0, saved_state, meta)
+    checkpoint.save(target, 0, {"train": state}, meta)
     print(f"block: mapped the stance model of {path} onto the block observation -> {target}", flush=True)
 
 

@@ -13,8 +13,7 @@ change without a recompile):
   a glove that stopped more than `reach_m` short of the target *missed* (our fighter was not there:
   leaning away, displaced, falling), and one that reached it is scored with `boxjax.envs.scoring`
   (19 paths from the glove to the target past our guard): up to `block_max_score` *blocked*, above it
-  a *hit*. Our fighter sees him only through
-  `boxjax.envs.vision` (0.1 s late).
+  a *hit*. Our fighter sees him only through `boxjax.envs.vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose

@@ -139,8 +139,7 @@ def _initial_state(
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:
         checkpoint.check_init(checkpoint.read_meta(init), meta)
-        restored = checkpoint.restore(init, {"train": train_state, "rollout": template})
-        seed = restored["train"]
+        seed = checkpoint.restore(init, {"train": train_state}, only=True)["train"]  # its model only
         train_state = train_state.replace(
             params=seed.params, opt_state=seed.opt_state, normalizer=seed.normalizer
         )
