@@ -11,7 +11,8 @@
    first 3 iterations).
    Below 4 cores both the serial and the decoupled layout are measured; the learner's bf16 arithmetic
    is measured against fp32 at the largest core count.
-3. A projection to 96 vCPUs, its assumptions written into the row.
+3. Two projections to 96 vCPUs, their assumptions written into the rows: a model from the 1-core costs,
+   and the largest measured run scaled linearly.
 
 Rows go to results/bench/cpu-<device>-<date>.jsonl (bench, device, body, task, worlds, cores, metric,
 value, unit, command, date, versions; plus load_avg, since a shared machine skews every figure).
@@ -244,6 +245,22 @@ def projection_rows(env_us: float, policy_us: float, learn_s_per_sample_core: fl
     ]
 
 
+SCALED_ASSUMPTIONS = (
+    "The largest measured decoupled run's steps/s times 96 / its CPUs: linear in CPUs (as measured here "
+    "between 4 and 16), each vCPU as fast as one of this machine's CPUs, the same batch shape per CPU. "
+    "s/iteration for the seed's 27,648 samples. No memory-bandwidth, NUMA or turbo effects."
+)
+
+
+def scaled_rows(steps_per_s: float, cores: int) -> list[tuple]:
+    """Steps/s and s/iteration of a measured `cores`-CPU run scaled to 96 vCPUs (SCALED_ASSUMPTIONS)."""
+    scaled = steps_per_s * 96 / cores
+    return [
+        ("scaled_steps_per_s_96vcpu", scaled, "1/s"),
+        ("scaled_s_per_iteration_96vcpu", 27648 / scaled, "s"),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, project, write the rows."""
     args = parse(argv)
@@ -286,6 +303,20 @@ def main(argv: list[str] | None = None) -> int:
         learn = one["profile/learner_update_s"] / samples
         for metric, value, unit in projection_rows(env_us, policy_us, learn):
             write(metric, value, unit, 432, 96, assumptions=PROJECTION_ASSUMPTIONS, projected=True)
+        decoupled = [c for (c, mode, dtype) in measured if mode == "decoupled" and dtype == "fp32"]
+        if decoupled:
+            top = max(decoupled)
+            for metric, value, unit in scaled_rows(measured[(top, "decoupled", "fp32")]["steps_per_s"], top):
+                write(
+                    metric,
+                    value,
+                    unit,
+                    432,
+                    96,
+                    assumptions=SCALED_ASSUMPTIONS,
+                    projected=True,
+                    from_cores=top[0],
+                )
     print(f"rows written to {path}")
     return 0
 

@@ -78,7 +78,7 @@ case "$1" in
   walk)  # walk BODY MINUTES [extra]: train the walking teacher; its policy comes back in $OUT as walk-BODY.msgpack (with the metrics)
     body=$2; minutes=$3; shift 3
     log "walk $body $minutes min $*"
-    timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${WALK_MEM:-0.75} timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
       --unroll 32 --minutes "$minutes" --checkpoint-every 50 --name "walk-$body" "$@" 2>&1 \
       | grep -v "^Module " > "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
     python3 -c "import sys, json; from boxjax.envs import teacher; \
@@ -93,36 +93,54 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
     ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed);
-    # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them
+    # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them;
+    # LEARN_FACTORS picks the runs (default "fused stock"); LEARN_ARGS adds block.py arguments (e.g. --teacher)
     body=$2; minutes=$3; init=${4:+--init $4}
-    log "block learning check $body $minutes min, fused and stock ${4:+from $4}"
-    for factor in fused stock; do
+    log "block learning check $body $minutes min, ${LEARN_FACTORS:-fused stock} ${4:+from $4} ${LEARN_ARGS:-}"
+    for factor in ${LEARN_FACTORS:-fused stock}; do
       run="learn-$body-$factor${LEARN_TAG:-}"
       from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
-      XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
+      XLA_PYTHON_CLIENT_MEM_FRACTION=${LEARN_MEM:-0.45} timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
         --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
-        --factor $factor --seed 0 --name "$run" $from 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
+        --factor $factor --seed 0 --name "$run" $from ${LEARN_ARGS:-} 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
     done
     wait
-    tail -n 2 "$OUT"/logs/learn-*.txt
+    tail -n 2 "$OUT"/logs/learn-$body-*.txt
     for run in runs/learn-$body-*${LEARN_TAG:-}; do
       mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
+      # the converted stance checkpoint (model only): a later session's --init without a stance solve
+      [ -d "$run/init-from-stance" ] && tar czf "$OUT/${run#runs/}/init-from-stance.tgz" -C "$run" init-from-stance
     done
     ;;
-  stance-then-learn)  # stance-then-learn BODY MINUTES: solve the stance, then `learn` from its checkpoint.
-    # One 10-minute call: stance <= SOLVE_LIMIT_S (default 260 s; checkpoints every 25 iterations, so a run
-    # cut short still leaves one), then learn <= LEARN_LIMIT_S (default 300 s) with MINUTES of training.
+  stance-ckpt)  # stance-ckpt BODY: a stance solve whose checkpoints start a learning check (runs/stance-BODY).
+    # At most SOLVE_LIMIT_S (default 260 s; checkpoints every 25 iterations, so a run cut short still leaves one)
     body=$2
     log "stance solve for the learning check: $body"
-    timeout "${SOLVE_LIMIT_S:-260}" python3 experiments/stance.py --platform gpu --body "$body" --envs 1024 \
-      --unroll 32 --iterations 3000 --checkpoint-every 25 --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 \
-      | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${STANCE_MEM:-0.75} timeout "${SOLVE_LIMIT_S:-260}" python3 experiments/stance.py \
+      --platform gpu --body "$body" --envs 1024 --unroll 32 --iterations 3000 --checkpoint-every 25 \
+      --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
     tail -2 "$OUT/logs/stance-$body.txt"
+    ;;
+  stance-then-learn)  # stance-then-learn BODY MINUTES: `stance-ckpt BODY`, then `learn` from its checkpoint
+    # (LEARN_LIMIT_S default 300 s here). One 10-minute call.
+    body=$2
+    bash "$0" stance-ckpt "$body"
     if [ -d "runs/stance-$body/checkpoints" ]; then
       LEARN_LIMIT_S=${LEARN_LIMIT_S:-300} bash "$0" learn "$body" "$3" "runs/stance-$body/checkpoints"
     else
       log "no stance checkpoint: learning check skipped"
     fi
+    ;;
+  par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS"
+    # (give each GPU phase a memory share: STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt
+    shift; n=0
+    for spec in "$@"; do
+      read -ra words <<< "$spec"; vars=()
+      while [[ "${words[0]:-}" == *=* ]]; do vars+=("${words[0]}"); words=("${words[@]:1}"); done
+      n=$((n + 1)); env "${vars[@]}" bash "$0" "${words[@]}" > "$OUT/par-$n.txt" 2>&1 &
+    done
+    wait
+    tail -n 4 "$OUT"/par-*.txt
     ;;
   cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
     shift

@@ -8,6 +8,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import bench_block  # noqa: E402
+import bench_cpu  # noqa: E402
 import plot_block  # noqa: E402
 
 
@@ -23,6 +24,17 @@ def test_dollar_cells_from_seconds_and_price():
     # 1,000 iterations of 0.36 s = 0.1 h; a million steps = 10 s
     assert bench_block.dollars(figures, ("card", 3.0)) == f"{0.3:.3f} | {10 / 3600 * 3.0:.4f}"
     assert bench_block.dollars(figures, None) == "n/a | n/a"
+
+
+def test_cpu_projections_to_96_vcpus():
+    scaled = dict((m, v) for m, v, _ in bench_cpu.scaled_rows(10_000.0, 16))
+    assert scaled["scaled_steps_per_s_96vcpu"] == pytest.approx(60_000.0)
+    assert scaled["scaled_s_per_iteration_96vcpu"] == pytest.approx(27648 / 60_000.0)
+    # 100 us per world-step over 72 collectors at 80 %; 1 ms per sample over 24 learners at 70 % + 16 x 3 ms
+    model = dict((m, v) for m, v, _ in bench_cpu.projection_rows(90.0, 10.0, 1e-3))
+    assert model["projected_collect_s_96vcpu"] == pytest.approx(27648 * 100e-6 / 57.6)
+    assert model["projected_update_s_96vcpu"] == pytest.approx(27648 * 1e-3 / 16.8 + 0.048)
+    assert model["projected_s_per_iteration_96vcpu"] == pytest.approx(model["projected_update_s_96vcpu"])
 
 
 def test_plot_reads_the_newest_iteration_rows_per_shape_and_teacher(tmp_path):

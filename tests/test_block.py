@@ -611,6 +611,68 @@ def test_a_glove_sweeping_through_our_guard_touches_it():
         np.testing.assert_allclose(np.asarray(glove), end, atol=1e-5)
 
 
+def test_follow_anchor_moves_at_most_its_step_and_turns_the_short_way():
+    anchor = jnp.array([0.0, 0.0, 3.0])
+    moved = block.follow_anchor(anchor, jnp.array([0.3, 0.4, -3.0]), 0.1, 0.2)
+    np.testing.assert_allclose(np.asarray(moved), [0.06, 0.08, 3.2], atol=1e-6)  # -3 rad is 0.28 rad ahead
+    near = block.follow_anchor(anchor, jnp.array([0.01, 0.0, 3.05]), 0.1, 0.2)
+    np.testing.assert_allclose(np.asarray(near), [0.01, 0.0, 3.05], atol=1e-6)
+    pinned = block.follow_anchor(anchor, jnp.array([1.0, 1.0, 0.0]), 0.0, 0.0)
+    np.testing.assert_array_equal(np.asarray(pinned), np.asarray(anchor))
+
+
+def test_place_scene_moves_the_recording_rigidly():
+    rng = np.random.default_rng(0)
+    pos = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
+    quat = jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    quat = quat / jnp.linalg.norm(quat, axis=-1, keepdims=True)
+    ref = jnp.array([0.2, -0.1])
+    same_pos, same_quat = block.place_scene(pos, quat, ref, jnp.array([0.2, -0.1, 0.0]))
+    np.testing.assert_allclose(np.asarray(same_pos), np.asarray(pos), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(same_quat), np.asarray(quat), atol=1e-6)
+    yaw = 0.7
+    new_pos, new_quat = block.place_scene(pos, quat, ref, jnp.array([1.0, 2.0, yaw]))
+    mats = np.zeros((5, 9))
+    for i in range(5):
+        mujoco.mju_quat2Mat(mats[i], np.asarray(new_quat[i], np.float64))
+        before = np.zeros(9)
+        mujoco.mju_quat2Mat(before, np.asarray(quat[i], np.float64))
+        turn = np.array([[np.cos(yaw), -np.sin(yaw), 0], [np.sin(yaw), np.cos(yaw), 0], [0, 0, 1]])
+        np.testing.assert_allclose(mats[i].reshape(3, 3), turn @ before.reshape(3, 3), atol=1e-5)
+        want = turn @ (np.asarray(pos[i]) - np.r_[np.asarray(ref), 0.0]) + np.r_[1.0, 2.0, 0.0]
+        np.testing.assert_allclose(np.asarray(new_pos[i]), want, atol=1e-5)
+
+
+def test_opponent_closes_in_on_a_fighter_who_stepped_back():
+    """Our fighter moved 0.3 m away from the opponent at the start of a face episode: the opponent's
+    anchor follows his pelvis at `opponent_follow_mps`, catches up, then keeps one step behind it; the
+    puppet keeps its recorded distance to our pelvis."""
+    e, (reset, step, _) = env(), jitted()
+    p = only("face")
+    state = reset(p, jax.random.split(jax.random.PRNGKey(3), WORLDS))
+    adr, root = e.me.qpos_adr, e.opponent.mocap_ids[0]
+    ours, theirs = e.guard_qpos[adr : adr + 2], e.guard_mocap_pos[root, :2]
+    away = (ours - theirs) / np.linalg.norm(ours - theirs)
+    qpos = state.data.qpos.at[:, adr : adr + 2].add(jnp.asarray(0.3 * away, jnp.float32))
+    state = state.replace(data=state.data.replace(qpos=qpos))
+    first, states = state, [state]
+    for _ in range(20):
+        state, stepped = step(p, state, first, jnp.zeros((WORLDS, e.action_size)))
+        states.append(stepped)
+    anchors = np.stack([np.asarray(s.info.opponent_anchor) for s in states])
+    per_step = np.linalg.norm(np.diff(anchors[:, :, :2], axis=0), axis=-1)
+    assert np.all(per_step <= e.config.opponent_follow_mps * e.config.control_dt_s + 1e-5)
+    pelvis = np.asarray(states[-2].data.qpos[:, adr : adr + 2])
+    np.testing.assert_allclose(anchors[-1, :, :2], pelvis, atol=1e-5)
+    gap = np.linalg.norm(
+        np.asarray(states[-1].data.mocap_pos[:, root, :2])
+        - np.asarray(states[-1].data.qpos[:, adr : adr + 2]),
+        axis=-1,
+    )
+    np.testing.assert_allclose(gap, np.linalg.norm(ours - theirs), atol=0.02)
+    assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0
+
+
 def test_observed_vision_is_the_frame_from_delay_steps_ago():
     (states, seen), _, _ = _episode()
     e = env()
@@ -637,6 +699,8 @@ def test_bad_options_are_named():
         envs.make("block", body="simple", punch_gaps=(1, 2))
     with pytest.raises(ValueError, match="punch_gap_s"):
         envs.make("block", body="simple", punch_gap_s=(1.0, 0.5))
+    with pytest.raises(ValueError, match="opponent_follow_mps must be >= 0"):
+        envs.make("block", body="simple", opponent_follow_mps=-1.0)
 
 
 def test_warp_on_cpu_matches_jax_through_a_punch_and_every_placement():

@@ -115,13 +115,37 @@ def to_heading_frame(yaw: jax.Array, vec: jax.Array) -> jax.Array:
     return jnp.stack([c * x + s * y, c * y - s * x, vec[..., 2]], axis=-1)
 
 
-def turn_root(root: jax.Array, yaw: jax.Array, xy: jax.Array) -> jax.Array:
-    """Free-joint qpos (7,) turned by `yaw` about z and moved to floor position `xy`."""
+def turn_quat(quat: jax.Array, yaw: jax.Array) -> jax.Array:
+    """Orientations (..., 4) (w, x, y, z) turned by `yaw` about the world z axis."""
     h = 0.5 * yaw
     w, z = jnp.cos(h), jnp.sin(h)
-    q = root[3:7]
-    quat = jnp.stack([w * q[0] - z * q[3], w * q[1] - z * q[2], w * q[2] + z * q[1], w * q[3] + z * q[0]])
-    return jnp.concatenate([xy, root[2:3], quat])
+    q0, q1, q2, q3 = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
+    return jnp.stack([w * q0 - z * q3, w * q1 - z * q2, w * q2 + z * q1, w * q3 + z * q0], axis=-1)
+
+
+def turn_root(root: jax.Array, yaw: jax.Array, xy: jax.Array) -> jax.Array:
+    """Free-joint qpos (7,) turned by `yaw` about z and moved to floor position `xy`."""
+    return jnp.concatenate([xy, root[2:3], turn_quat(root[3:7], yaw)])
+
+
+def follow_anchor(anchor: jax.Array, target: jax.Array, max_step_m: float, max_turn_rad: float) -> jax.Array:
+    """The opponent's anchor (3,) (x m, y m, turn rad) moved toward `target` (3,): at most `max_step_m`
+    on the floor and `max_turn_rad` about z (the shorter way round)."""
+    gap = target[:2] - anchor[:2]
+    dist = jnp.linalg.norm(gap)
+    move = gap * jnp.minimum(1.0, max_step_m / jnp.maximum(dist, 1e-9))
+    dyaw = target[2] - anchor[2]
+    turn = jnp.clip(jnp.arctan2(jnp.sin(dyaw), jnp.cos(dyaw)), -max_turn_rad, max_turn_rad)
+    return jnp.concatenate([anchor[:2] + move, anchor[2:] + turn])
+
+
+def place_scene(pos: jax.Array, quat: jax.Array, ref_xy: jax.Array, anchor: jax.Array):
+    """Recorded body positions (B, 3) and orientations (B, 4) moved with the scene: turned by anchor[2]
+    about the vertical through `ref_xy` (2,), then `ref_xy` moved to anchor[:2]. Heights are kept."""
+    c, s = jnp.cos(anchor[2]), jnp.sin(anchor[2])
+    rel = pos[:, :2] - ref_xy
+    xy = jnp.stack([c * rel[:, 0] - s * rel[:, 1], s * rel[:, 0] + c * rel[:, 1]], axis=-1) + anchor[:2]
+    return jnp.concatenate([xy, pos[:, 2:]], axis=-1), turn_quat(quat, anchor[2])
 
 
 def bag_gaps(gloves: vision.Capsules, bag: vision.Capsules) -> tuple[jax.Array, jax.Array]:
@@ -195,6 +219,12 @@ class BlockEnv:
             raise ValueError("every IK arm joint must be actuated")
         self.arm_act = np.array([w[0] for w in where], np.int32)
         """(8,) actuator positions of the IK's arm joints."""
+        root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
+        w, x, y, z = (float(v) for v in root[3:7])
+        self.scene_ref = np.array(
+            [root[0], root[1], math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))], np.float32
+        )
+        """(3,) our pelvis (x, y, heading) at the guard keyframe: where the punch recordings put us."""
         self.park_offset = np.zeros(3, np.float32)
         self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy
         """(3,) the opponent's move from the face position to his parking spot."""
@@ -264,8 +294,9 @@ class BlockEnv:
         pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
         spot = self._draw_spot(qpos, k_walk)
         t = params.template
+        anchor = jnp.asarray(self.scene_ref).at[2].set(0.0)
         data = self._pose_opponent(
-            t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel)), params.punches, 0, 0, kind
+            t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel)), params.punches, 0, 0, kind, anchor
         )
         k_first, k_gap = jax.random.split(k_punch)
         zero = jnp.zeros((), jnp.float32)
@@ -292,6 +323,7 @@ class BlockEnv:
             touching=jnp.zeros((2,), jnp.float32),
             punch_glove=jnp.zeros((3,), jnp.float32),
             parried=zero,
+            opponent_anchor=anchor,
             shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
             key=key,
         )
@@ -325,10 +357,11 @@ class BlockEnv:
         info, table = state.info, params.punches
         key, k_punch, k_shove = jax.random.split(info.key, 3)
         punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        data = self._pose_opponent(state.data, table, punch, frame, info.kind)
+        anchor = self._follow(state.data.qpos, info.opponent_anchor)
+        data = self._pose_opponent(state.data, table, punch, frame, info.kind, anchor)
         data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
-        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key)
+        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key, opponent_anchor=anchor)
 
     def after_physics(
         self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
@@ -370,7 +403,7 @@ class BlockEnv:
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
         info = info.replace(
             punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
-            punch_glove=punch_glove, parried=parried,
+            punch_glove=punch_glove, parried=parried, opponent_anchor=draws.opponent_anchor,
         )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
         metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
@@ -480,16 +513,34 @@ class BlockEnv:
         )
 
     # -- step pieces ----------------------------------------------------------------------------------
-    def _pose_opponent(self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind) -> mjx.Data:
-        """The puppet at `frame` of `punch` (the guard while he waits, frame < 0), in the face position in
-        face episodes, parked in the guard otherwise."""
+    def _follow(self, qpos: jax.Array, anchor: jax.Array) -> jax.Array:
+        """The opponent's anchor (3,) one control step closer to our pelvis (`follow_anchor`)."""
+        cfg, adr = self.config, self.me.qpos_adr
+        target = jnp.concatenate(
+            [qpos[adr : adr + 2], (heading(qpos[adr + 3 : adr + 7]) - self.scene_ref[2])[None]]
+        )
+        return follow_anchor(
+            anchor,
+            target,
+            cfg.opponent_follow_mps * cfg.control_dt_s,
+            cfg.opponent_turn_radps * cfg.control_dt_s,
+        )
+
+    def _pose_opponent(
+        self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array
+    ) -> mjx.Data:
+        """The puppet at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
+        recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard."""
         face = kind == FACE
         at = jnp.where(face, jnp.maximum(frame, 0), 0)
-        pos = table.body_pos[punch, at] + jnp.where(face, 0.0, jnp.asarray(self.park_offset))
+        pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
+        placed_pos, placed_quat = place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         rows = jnp.asarray(self.opponent.mocap_ids)
         return data.replace(
-            mocap_pos=data.mocap_pos.at[rows].set(pos),
-            mocap_quat=data.mocap_quat.at[rows].set(table.body_quat[punch, at]),
+            mocap_pos=data.mocap_pos.at[rows].set(
+                jnp.where(face, placed_pos, pos + jnp.asarray(self.park_offset))
+            ),
+            mocap_quat=data.mocap_quat.at[rows].set(jnp.where(face, placed_quat, quat)),
         )
 
     def _drive(self, data: mjx.Data, action, info: BlockInfo) -> mjx.Data:

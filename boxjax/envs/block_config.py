@@ -60,6 +60,12 @@ class BlockConfig(TaskConfig):
     it with our fighter's 0.02 s, an effective 0.11 s at 0.2): a clean hit on a fighter standing passively
     in the guard then peaks at ~100-200 N and does not floor him; with the default 0.02 s on both sides it
     peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
+    opponent_follow_mps: float = 1.0
+    """In face episodes the opponent stays on our fighter: the recorded scene (punches and guard, recorded
+    against our fighter standing at the guard keyframe) is moved toward our pelvis at up to this speed, so
+    stepping out of reach only lasts until he closes in again. 0 pins him where the recording puts him."""
+    opponent_turn_radps: float = 3.0
+    """...and turned toward our pelvis' heading at up to this rate (0: never turned)."""
     opponent_park_m: tuple[float, float] = (0.0, -6.0)
     """Where the opponent stands (x, y) outside face episodes."""
     teacher: str = ""
@@ -144,8 +150,15 @@ class BlockConfig(TaskConfig):
             low, high = getattr(self, name)
             if not 0 <= low <= high:
                 raise ValueError(f"BlockConfig: {name} must be (low, high) with 0 <= low <= high")
-        if self.vision_delay_s < 0 or self.arrival_lag_s < 0 or self.reach_m < 0:
-            raise ValueError("BlockConfig: vision_delay_s, arrival_lag_s and reach_m must be >= 0")
+        for name in (
+            "vision_delay_s",
+            "arrival_lag_s",
+            "reach_m",
+            "opponent_follow_mps",
+            "opponent_turn_radps",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"BlockConfig: {name} must be >= 0, got {getattr(self, name)}")
         if self.ik_iterations < 1:
             raise ValueError("BlockConfig: ik_iterations must be >= 1")
 
@@ -214,6 +227,9 @@ class BlockInfo:
     """(3,) the opponent's punching glove after the last step (the start of its next sweep)."""
     parried: jax.Array
     """() float32 1 once the current punch's glove touched our guard on its way."""
+    opponent_anchor: jax.Array
+    """(3,) where the opponent's recorded scene stands (`follow_anchor`): the floor point (x, y) the
+    recording's reference (our pelvis at the guard keyframe) is moved to, and its turn about z (rad)."""
     shove_step: jax.Array
     """() int32 step of the shove (shove episodes)."""
     key: jax.Array
@@ -230,5 +246,7 @@ class StepDraws:
     """() int32 its control step (negative while he waits)."""
     shoved: jax.Array
     """() float32 1.0 where the shove kicked our root this step."""
+    opponent_anchor: jax.Array
+    """(3,) the opponent's anchor after this step's follow."""
     key: jax.Array
     """The world's PRNG key for the next step."""
