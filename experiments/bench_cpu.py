@@ -261,6 +261,26 @@ def scaled_rows(steps_per_s: float, cores: int) -> list[tuple]:
     ]
 
 
+def projections(measured: dict[tuple[int, str, str], dict]) -> list[tuple[str, float, str, dict]]:
+    """The 96-vCPU rows (metric, value, unit, extra fields) from the training figures by (cores, mode,
+    dtype): the cost model from the 1-core serial run, and the largest decoupled fp32 run scaled."""
+    one = measured[(1, "serial", "fp32")]
+    samples = WORLDS_PER_CORE * UNROLL
+    policy_us = 1e6 * one["profile/collector_policy_s"] / samples
+    env_us = one["profile/env_step_us_per_world"]
+    learn = one["profile/learner_update_s"] / samples
+    model = {"assumptions": PROJECTION_ASSUMPTIONS}
+    rows = [(*row, model) for row in projection_rows(env_us, policy_us, learn)]
+    decoupled = [c for (c, mode, dtype) in measured if mode == "decoupled" and dtype == "fp32"]
+    if decoupled:
+        top = max(decoupled)
+        scaled = {"assumptions": SCALED_ASSUMPTIONS, "from_cores": top}
+        rows += [
+            (*row, scaled) for row in scaled_rows(measured[(top, "decoupled", "fp32")]["steps_per_s"], top)
+        ]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, project, write the rows."""
     args = parse(argv)
@@ -296,27 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             for metric, value in figures.items():
                 worlds = WORLDS_PER_CORE * cores
                 write(metric, value, unit_of(metric), worlds, cores, cmd, mode=mode, learner_dtype=dtype)
-        one = measured[(1, "serial", "fp32")]
-        samples = WORLDS_PER_CORE * UNROLL
-        policy_us = 1e6 * one["profile/collector_policy_s"] / samples
-        env_us = one["profile/env_step_us_per_world"]
-        learn = one["profile/learner_update_s"] / samples
-        for metric, value, unit in projection_rows(env_us, policy_us, learn):
-            write(metric, value, unit, 432, 96, assumptions=PROJECTION_ASSUMPTIONS, projected=True)
-        decoupled = [c for (c, mode, dtype) in measured if mode == "decoupled" and dtype == "fp32"]
-        if decoupled:
-            top = max(decoupled)
-            for metric, value, unit in scaled_rows(measured[(top, "decoupled", "fp32")]["steps_per_s"], top):
-                write(
-                    metric,
-                    value,
-                    unit,
-                    432,
-                    96,
-                    assumptions=SCALED_ASSUMPTIONS,
-                    projected=True,
-                    from_cores=top[0],
-                )
+        for metric, value, unit, extra in projections(measured):
+            write(metric, value, unit, 432, 96, projected=True, **extra)
     print(f"rows written to {path}")
     return 0
 

@@ -131,11 +131,12 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       log "no stance checkpoint: learning check skipped"
     fi
     ;;
-  par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS"
-    # (give each GPU phase a memory share: STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt
+  par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS",
+    # split like a shell line (quote values with spaces: "LEARN_FACTORS='fused stock' learn simple 3"); give
+    # each GPU phase a memory share (STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt
     shift; n=0
     for spec in "$@"; do
-      read -ra words <<< "$spec"; vars=()
+      eval "words=($spec)"; vars=()
       while [[ "${words[0]:-}" == *=* ]]; do vars+=("${words[0]}"); words=("${words[@]:1}"); done
       n=$((n + 1)); env "${vars[@]}" bash "$0" "${words[@]}" > "$OUT/par-$n.txt" 2>&1 &
     done

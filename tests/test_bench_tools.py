@@ -35,6 +35,18 @@ def test_cpu_projections_to_96_vcpus():
     assert model["projected_collect_s_96vcpu"] == pytest.approx(27648 * 100e-6 / 57.6)
     assert model["projected_update_s_96vcpu"] == pytest.approx(27648 * 1e-3 / 16.8 + 0.048)
     assert model["projected_s_per_iteration_96vcpu"] == pytest.approx(model["projected_update_s_96vcpu"])
+    one = {"profile/collector_policy_s": 0.01, "profile/env_step_us_per_world": 500.0}
+    measured = {
+        (1, "serial", "fp32"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 1_000.0},
+        (4, "decoupled", "fp32"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 3_000.0},
+        (16, "decoupled", "fp32"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 10_000.0},
+        (16, "decoupled", "bf16"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 99_000.0},
+    }
+    rows = {m: (v, extra) for m, v, _, extra in bench_cpu.projections(measured)}
+    value, extra = rows["scaled_steps_per_s_96vcpu"]
+    assert value == pytest.approx(60_000.0) and extra["from_cores"] == 16  # the fp32 run of 16, not bf16
+    assert "projected_s_per_iteration_96vcpu" in rows
+    assert len(bench_cpu.projections({k: v for k, v in measured.items() if k[0] == 1})) == 4  # model only
 
 
 def test_plot_reads_the_newest_iteration_rows_per_shape_and_teacher(tmp_path):
