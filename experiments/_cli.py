@@ -168,6 +168,7 @@ def summary_head(args: argparse.Namespace, history: list[dict[str, Any]]) -> dic
     """What every training CLI's summary.json starts with: set-up time, iterations, overrides, returns."""
     return {
         "setup_s": history[0].get("setup_s"),
+        "setup_phases_s": {k: v for k, v in history[0].items() if k.startswith("setup/")},
         "iterations": int(history[-1]["iteration"]),
         "overrides": {"ppo": args.ppo, "env": args.env},
         "first_return": history[0]["episode/return"],

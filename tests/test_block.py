@@ -837,8 +837,10 @@ def _log(run) -> list[dict]:
 
 
 def _same_figures(a: dict, b: dict) -> None:
-    timing = {"s_per_iteration", "steps_per_s", "time_s", "setup_s"}
-    assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+    def timing(k: str) -> bool:
+        return k in {"s_per_iteration", "steps_per_s", "time_s", "setup_s"} or k.startswith("setup/")
+
+    assert {k: v for k, v in a.items() if not timing(k)} == {k: v for k, v in b.items() if not timing(k)}
 
 
 def test_cli_starts_from_stance_trains_and_resumes_exactly(cli, tmp_path):

@@ -136,6 +136,10 @@ def test_iteration_compiles_once_and_has_no_float64():
 def test_toy_task_is_learned():
     policy, history = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=40)
     first, last = history[0]["episode/return"], history[-1]["episode/return"]
+    phases = {k: v for k, v in history[0].items() if k.startswith("setup/")}
+    assert set(phases) == {"setup/before_train_s", "setup/initial_state_s", "setup/first_iteration_s"}
+    assert min(phases.values()) >= 0 and sum(phases.values()) == pytest.approx(history[0]["setup_s"])
+    assert not any(k.startswith("setup") for k in history[1])
     # A random policy scores about -19; a good one reaches each target in ~10 steps (about -4).
     assert first < -15.0
     assert last > -6.0

@@ -223,6 +223,18 @@ def train(
     return policy, history
 
 
+def setup_phases(start_s: float, entered_s: float, ready_s: float, first_done_s: float) -> dict[str, float]:
+    """Where the set-up time went, from `time.perf_counter()` stamps: before training (imports, model and
+    environment build), the initial state (params, reset, or a checkpoint's restore; on the CPU path also the
+    workers started), and the first iteration (its compile or compilation-cache load, then one run). They add
+    up to `setup_s`."""
+    return {
+        "setup/before_train_s": entered_s - start_s,
+        "setup/initial_state_s": ready_s - entered_s,
+        "setup/first_iteration_s": first_done_s - ready_s,
+    }
+
+
 def train_run(
     env: Env,
     config: PPOConfig,
@@ -247,6 +259,7 @@ def train_run(
     For MuJoCo Warp, build `env` with `sharding.worlds_per_device(config, devices)` worlds.
     """
     start = time.perf_counter() if start_time_s is None else start_time_s
+    entered = time.perf_counter()
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
     devices = sharding.resolve_devices(config.num_devices)
@@ -258,6 +271,7 @@ def train_run(
         states = _initial_state(env, config, env_params, key, resume, init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
     train_state, rollout_state = states
+    ready = time.perf_counter()
     meta = run_meta(env, config)
     history: list[dict[str, float]] = []
     solved_at = None
@@ -276,7 +290,7 @@ def train_run(
             time_s=now - start,
         )
         if not history:
-            figures["setup_s"] = now - start
+            figures.update(setup_s=now - start, **setup_phases(start, entered, ready, now))
         history.append(figures)
         if progress_fn:
             progress_fn(figures)

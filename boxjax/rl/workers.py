@@ -44,7 +44,7 @@ from boxjax.rl.collector import Collected, CollectorSpec, EnvFactory
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.learner import DTYPES, LearnerSpec, LearnTimes
 from boxjax.rl.losses import LossTerms
-from boxjax.rl.ppo import ProgressFn, run_meta
+from boxjax.rl.ppo import ProgressFn, run_meta, setup_phases
 from boxjax.rl.teams import ProcessTeam, SerialTeam, WorkerError
 from boxjax.rl.train_step import TrainState, init_train_state, iteration_metrics
 
@@ -333,6 +333,7 @@ def train(
       the final state and the list of per-iteration figures (`profile/*` among them).
     """
     start = time.perf_counter() if start_time_s is None else start_time_s
+    entered = time.perf_counter()
     if config.num_envs % workers.collectors:
         raise ValueError(f"num_envs {config.num_envs} must be a multiple of collectors {workers.collectors}")
     cores = _cores()
@@ -364,12 +365,13 @@ def train(
                 collectors, layout.collector_cores, learners, layout.learner_cores, workers.worker_timeout_s
             )
         )
-        lag, first = int(layout.mode == "decoupled"), done
+        lag, first, ready = int(layout.mode == "decoupled"), done, time.perf_counter()
         with _sigterm_as_interrupt():
             for done, figures in _iterations(team, env, config, first, iterations, lag, len(cores)):
-                figures["time_s"] = time.perf_counter() - start
+                now = time.perf_counter()
+                figures["time_s"] = now - start
                 if not history:
-                    figures["setup_s"] = figures["time_s"]
+                    figures.update(setup_s=figures["time_s"], **setup_phases(start, entered, ready, now))
                 history.append(figures)
                 if progress_fn:
                     progress_fn(figures)
