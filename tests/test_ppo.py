@@ -181,6 +181,22 @@ def test_checkpoint_resume_is_exact(tmp_path):
         ppo.train(PointReach(), TOY_CONFIG, key, iterations=3, resume=str(tmp_path / "missing"))
 
 
+def test_resume_mismatch_names_just_the_differing_config_fields():
+    saved = {"env": "block", "config": {"reach_m": 0.1, "w_hit": 5.0}, "ppo": {"learning_rate": 3e-4}}
+    expected = {
+        "env": "block",
+        "config": {"reach_m": 0.1, "w_hit": 4.0, "follow_mps": 1.0},
+        "ppo": {"learning_rate": 3e-4},
+    }
+    with pytest.raises(checkpoint.CheckpointMismatchError) as err:
+        checkpoint.check_resume(saved, expected)
+    lines = str(err.value).splitlines()[1:]
+    assert [line.strip() for line in lines] == [
+        "config.follow_mps: checkpoint has no such field, this run has 1.0",
+        "config.w_hit: checkpoint has 5.0, this run has 4.0",
+    ]
+
+
 def test_playground_style_env_trains_unchanged():
     import dataclasses
 

@@ -152,12 +152,22 @@ def restore(
     return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, state)
 
 
-def _diff(saved: dict, expected: dict, keys: tuple[str, ...]) -> list[str]:
-    return [
-        f"{k}: checkpoint has {saved.get(k)!r}, this run has {expected.get(k)!r}"
-        for k in keys
-        if saved.get(k) != expected.get(k)
-    ]
+_ABSENT = object()
+
+
+def _diff(saved: dict, expected: dict, keys: tuple[str, ...], prefix: str = "") -> list[str]:
+    """One line per differing key; nested dicts (a config) name just their differing fields."""
+    problems = []
+    for k in keys:
+        a, b = saved.get(k, _ABSENT), expected.get(k, _ABSENT)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            problems += _diff(a, b, tuple(sorted(set(a) | set(b))), f"{prefix}{k}.")
+        else:
+            show = [("no such field" if v is _ABSENT else repr(v)) for v in (a, b)]
+            problems.append(f"{prefix}{k}: checkpoint has {show[0]}, this run has {show[1]}")
+    return problems
 
 
 def _without_placement(meta: dict[str, Any]) -> dict[str, Any]:
