@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.boxjax-installed
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo demo-stance test bench lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The main job, small: blocking training of the simple body on the CPU path (the shipped walking teacher beside
+# the policy). demo-stance: the stance task, whose learning shows within a few minutes of CPU.
 demo: $(STAMP)
-	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo
+	$(PY) experiments/block.py --platform cpu --body simple --iterations 300 --name demo
+
+demo-stance: $(STAMP)
+	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo-stance
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra
