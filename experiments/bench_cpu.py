@@ -246,8 +246,9 @@ def projection_rows(env_us: float, policy_us: float, learn_s_per_sample_core: fl
 
 
 SCALED_ASSUMPTIONS = (
-    "The largest measured decoupled run's steps/s times 96 / its CPUs: linear in CPUs (as measured here "
-    "between 4 and 16), each vCPU as fast as one of this machine's CPUs, the same batch shape per CPU. "
+    "The largest measured decoupled run's steps/s times 96 / its CPUs: assumed linear in CPUs (the row's "
+    "speedup_vs_1_cpu says how this machine scaled up to that run), each vCPU as fast as one of this "
+    "machine's CPUs, the same batch shape per CPU. "
     "s/iteration for the seed's 27,648 samples. No memory-bandwidth, NUMA or turbo effects."
 )
 
@@ -274,10 +275,13 @@ def projections(measured: dict[tuple[int, str, str], dict]) -> list[tuple[str, f
     decoupled = [c for (c, mode, dtype) in measured if mode == "decoupled" and dtype == "fp32"]
     if decoupled:
         top = max(decoupled)
-        scaled = {"assumptions": SCALED_ASSUMPTIONS, "from_cores": top}
-        rows += [
-            (*row, scaled) for row in scaled_rows(measured[(top, "decoupled", "fp32")]["steps_per_s"], top)
-        ]
+        top_steps = measured[(top, "decoupled", "fp32")]["steps_per_s"]
+        scaled = {
+            "assumptions": SCALED_ASSUMPTIONS,
+            "from_cores": top,
+            "speedup_vs_1_cpu": top_steps / one["steps_per_s"],
+        }
+        rows += [(*row, scaled) for row in scaled_rows(top_steps, top)]
     return rows
 
 

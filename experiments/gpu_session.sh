@@ -92,9 +92,10 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
     ;;
-  learn)  # learn BODY MINUTES [INIT]: the block learning check, factor kernel on and off side by side (same seed);
+  learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side
+    # (default "fused stock": the factor kernel on and off, same seed);
     # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them;
-    # LEARN_FACTORS picks the runs (default "fused stock"); LEARN_ARGS adds block.py arguments (e.g. --teacher)
+    # LEARN_ARGS adds block.py arguments (e.g. --teacher)
     body=$2; minutes=$3; init=${4:+--init $4}
     log "block learning check $body $minutes min, ${LEARN_FACTORS:-fused stock} ${4:+from $4} ${LEARN_ARGS:-}"
     for factor in ${LEARN_FACTORS:-fused stock}; do
@@ -134,7 +135,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
   par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS",
     # split like a shell line (quote values with spaces: "LEARN_FACTORS='fused stock' learn simple 3"); give
     # each GPU phase a memory share (STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt
-    shift; n=0
+    shift; n=0; rm -f "$OUT"/par-*.txt
     for spec in "$@"; do
       eval "words=($spec)"; vars=()
       while [[ "${words[0]:-}" == *=* ]]; do vars+=("${words[0]}"); words=("${words[@]:1}"); done

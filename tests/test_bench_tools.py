@@ -45,6 +45,7 @@ def test_cpu_projections_to_96_vcpus():
     rows = {m: (v, extra) for m, v, _, extra in bench_cpu.projections(measured)}
     value, extra = rows["scaled_steps_per_s_96vcpu"]
     assert value == pytest.approx(60_000.0) and extra["from_cores"] == 16  # the fp32 run of 16, not bf16
+    assert extra["speedup_vs_1_cpu"] == pytest.approx(10.0)
     assert "projected_s_per_iteration_96vcpu" in rows
     assert len(bench_cpu.projections({k: v for k, v in measured.items() if k[0] == 1})) == 4  # model only
 

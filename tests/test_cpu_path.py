@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import os
 import signal
+import time
 
 import jax
 import jax.numpy as jnp
@@ -195,8 +196,17 @@ def _params(result):
 
 @functools.cache
 def serial_first_iteration():
-    result, history = _run("serial", iterations=1)
+    result, history = _run("serial", iterations=1, start_time_s=time.perf_counter() - 1.0)
     return _params(result), history[0]
+
+
+def test_setup_time_is_split_on_the_cpu_path_too():
+    """Started 1 s before `train`: before-training holds that second and the env build; the phases add up."""
+    _, first = serial_first_iteration()
+    assert first["setup/before_train_s"] >= 1.0
+    assert first["setup/initial_state_s"] > 0 and first["setup/first_iteration_s"] >= first["s_per_iteration"]
+    phases = sum(v for k, v in first.items() if k.startswith("setup/"))
+    assert phases == pytest.approx(first["setup_s"])
 
 
 @pytest.mark.parametrize("learners", [1, 2])

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import time
 
 import jax
 import jax.numpy as jnp
@@ -136,15 +137,30 @@ def test_iteration_compiles_once_and_has_no_float64():
 def test_toy_task_is_learned():
     policy, history = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=40)
     first, last = history[0]["episode/return"], history[-1]["episode/return"]
-    phases = {k: v for k, v in history[0].items() if k.startswith("setup/")}
-    assert set(phases) == {"setup/before_train_s", "setup/initial_state_s", "setup/first_iteration_s"}
-    assert min(phases.values()) >= 0 and sum(phases.values()) == pytest.approx(history[0]["setup_s"])
-    assert not any(k.startswith("setup") for k in history[1])
     # A random policy scores about -19; a good one reaches each target in ~10 steps (about -4).
     assert first < -15.0
     assert last > -6.0
     act = ppo.make_policy(PointReach(), TOY_CONFIG)
     assert act(policy, jnp.zeros((3, 6))).shape == (3, 2)
+
+
+def test_setup_time_is_split_where_the_work_happens(monkeypatch):
+    """A process 1 s old at `train`, an initial state that takes 0.2 s: the phases say so and add up."""
+    slow = ppo._initial_state
+
+    def initial_state(*args):
+        time.sleep(0.2)
+        return slow(*args)
+
+    monkeypatch.setattr(ppo, "_initial_state", initial_state)
+    start = time.perf_counter() - 1.0
+    _, history = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=2, start_time_s=start)
+    first = history[0]
+    assert 1.0 <= first["setup/before_train_s"] < 1.2
+    assert first["setup/initial_state_s"] >= 0.2
+    assert first["setup/first_iteration_s"] >= first["s_per_iteration"]
+    phases = sum(v for k, v in first.items() if k.startswith("setup/"))
+    assert phases == pytest.approx(first["setup_s"]) and not any(k.startswith("setup") for k in history[1])
 
 
 def test_checkpoint_restores_only_the_named_parts_whatever_the_others_hold(tmp_path):

@@ -3,17 +3,19 @@
 Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_weights`, so they can
 change without a recompile):
 
-* ``face``: the opponent stands at the punch library's distance and replays the punch library
-  (`boxjax.envs.punches`) kinematically: he is a puppet of mocap bodies (`boxjax.mjcf.puppet`) posed
-  every control step from the sampled punch's frame, so his gloves go exactly where the recording
-  says and only our fighter is simulated. A punch *arrives* `arrival_lag_s` after its impact frame
-  and is judged then. The puppet's glove follows its recording whatever is in its way (his contacts
-  are soft), so the guard cannot stop it physically; instead a punch whose glove, swept from one control
-  step to the next, touched one of our gloves or forearms on its way was *parried*: blocked. Otherwise
-  a glove that stopped more than `reach_m` short of the target *missed* (our fighter was not there:
-  leaning away, displaced, falling), and one that reached it is scored with `boxjax.envs.scoring`
-  (19 paths from the glove to the target past our guard): up to `block_max_score` *blocked*, above it
-  a *hit*. Our fighter sees him only through `boxjax.envs.vision` (0.1 s late).
+* ``face``: the opponent replays the punch library (`boxjax.envs.punches`) kinematically: he is a puppet of
+  mocap bodies (`boxjax.mjcf.puppet`) posed every control step from the sampled punch's frame, and only our
+  fighter is simulated. The recorded scene (our pelvis at the guard keyframe, him at the library's distance)
+  is moved toward our pelvis and turned with its heading at up to `opponent_follow_mps` /
+  `opponent_turn_radps` (`follow_anchor`, `place_scene`, `BlockInfo.opponent_anchor`), so stepping back only
+  lasts until he closes in; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is
+  judged then. The puppet's glove follows its recording whatever is in its way (his contacts are soft), so
+  the guard cannot stop it physically; instead a punch whose glove, swept from one control step to the next,
+  touched one of our gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped
+  more than `reach_m` short of the target *missed* (our fighter was not there: leaning away, displaced,
+  falling), and one that reached it is scored with `boxjax.envs.scoring` (19 paths from the glove to the
+  target past our guard): up to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only
+  through `boxjax.envs.vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
@@ -29,7 +31,7 @@ change without a recompile):
 
 One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked
 in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
-field of the observation is zero. The bag hangs 1.25 m from the face position, out of reach.
+field of the observation is zero. The bag hangs 1.25 m from the recording's face position, out of reach.
 
 The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
 vision frame, the kind one-hot, then the command (pose one-hot, glove targets, fitted arm angles), the
@@ -139,7 +141,9 @@ def follow_anchor(anchor: jax.Array, target: jax.Array, max_step_m: float, max_t
     return jnp.concatenate([anchor[:2] + move, anchor[2:] + turn])
 
 
-def place_scene(pos: jax.Array, quat: jax.Array, ref_xy: jax.Array, anchor: jax.Array):
+def place_scene(
+    pos: jax.Array, quat: jax.Array, ref_xy: jax.Array, anchor: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """Recorded body positions (B, 3) and orientations (B, 4) moved with the scene: turned by anchor[2]
     about the vertical through `ref_xy` (2,), then `ref_xy` moved to anchor[:2]. Heights are kept."""
     c, s = jnp.cos(anchor[2]), jnp.sin(anchor[2])
@@ -220,10 +224,9 @@ class BlockEnv:
         self.arm_act = np.array([w[0] for w in where], np.int32)
         """(8,) actuator positions of the IK's arm joints."""
         root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
-        w, x, y, z = (float(v) for v in root[3:7])
-        self.scene_ref = np.array(
-            [root[0], root[1], math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))], np.float32
-        )
+        with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
+            yaw = float(heading(jnp.asarray(root[3:7])))
+        self.scene_ref = np.array([root[0], root[1], yaw], np.float32)
         """(3,) our pelvis (x, y, heading) at the guard keyframe: where the punch recordings put us."""
         self.park_offset = np.zeros(3, np.float32)
         self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy

@@ -65,7 +65,8 @@ class BlockConfig(TaskConfig):
     against our fighter standing at the guard keyframe) is moved toward our pelvis at up to this speed, so
     stepping out of reach only lasts until he closes in again. 0 pins him where the recording puts him."""
     opponent_turn_radps: float = 3.0
-    """...and turned toward our pelvis' heading at up to this rate (0: never turned)."""
+    """In face episodes the opponent's recorded scene turns with our pelvis' heading at up to this rate
+    (0: never turned)."""
     opponent_park_m: tuple[float, float] = (0.0, -6.0)
     """Where the opponent stands (x, y) outside face episodes."""
     teacher: str = ""

@@ -270,7 +270,7 @@ def train_run(
     else:
         states = _initial_state(env, config, env_params, key, resume, init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
-    train_state, rollout_state = states
+    train_state, rollout_state = jax.block_until_ready(states)
     ready = time.perf_counter()
     meta = run_meta(env, config)
     history: list[dict[str, float]] = []

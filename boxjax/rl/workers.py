@@ -333,12 +333,12 @@ def train(
       the final state and the list of per-iteration figures (`profile/*` among them).
     """
     start = time.perf_counter() if start_time_s is None else start_time_s
-    entered = time.perf_counter()
     if config.num_envs % workers.collectors:
         raise ValueError(f"num_envs {config.num_envs} must be a multiple of collectors {workers.collectors}")
     cores = _cores()
     layout = plan_layout(workers, cores)
     env = env_factory(1, 1, 0)
+    entered = time.perf_counter()  # the model and environment build counts as before training
     if config.distill_coef > 0 and not callable(getattr(env, "distill_target", None)):
         raise ValueError(
             f"PPOConfig.distill_coef {config.distill_coef} needs targets to distil: "
