@@ -107,6 +107,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     done
     wait
     tail -n 2 "$OUT"/logs/learn-$body-*.txt
+    python3 experiments/learn_report.py runs/learn-$body-*${LEARN_TAG:-} | tee "$OUT/logs/learn-report-$body.txt"
     for run in runs/learn-$body-*${LEARN_TAG:-}; do
       mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
       # the converted stance checkpoint (model only): a later session's --init without a stance solve

@@ -1,4 +1,5 @@
-"""The benchmark tools' own logic: shape parsing, cost cells, the plot's reading of bench rows (no GPU)."""
+"""The benchmark and report tools' own logic: shape parsing, cost cells, CPU projections, the plot's
+reading of bench rows, the learning-check table (no GPU)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import bench_block  # noqa: E402
 import bench_cpu  # noqa: E402
+import learn_report  # noqa: E402
 import plot_block  # noqa: E402
 
 
@@ -69,3 +71,21 @@ def test_plot_reads_the_newest_iteration_rows_per_shape_and_teacher(tmp_path):
     empty.write_text("")
     with pytest.raises(SystemExit, match="no block iteration rows"):
         plot_block.main([str(empty)])
+
+
+def test_learn_report_windows_and_outcome_shares(tmp_path):
+    assert [len(w) for w in learn_report.windows(list(range(10)), 3)] == [3, 4, 3]
+    assert [len(w) for w in learn_report.windows(list(range(2)), 6)] == [1, 1]
+    rows = [
+        {
+            "iteration": float(i), "episode/return": 10.0 * i, "episode/fall_rate": 0.5, "count/goals": i,
+            "env/punch/arrived": 0.01, "env/punch/parried": 0.005, "loss/distill": 0.2,
+            "env/punch/missed": 0.004 - 0.001 * (i > 2), "env/punch/hit": 0.001 + 0.001 * (i > 2),
+        }
+        for i in range(1, 5)
+    ]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = learn_report.table(rows, 2).splitlines()
+    assert out[2].split(" | ")[:4] == ["| 1–2", "15", "50.0%", "1.5"]
+    assert out[3].split(" | ")[-4:] == ["50%", "30%", "20%", "0.200 |"]
+    assert learn_report.main([str(tmp_path), "--windows", "2"]) == 0
