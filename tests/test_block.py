@@ -541,6 +541,19 @@ def test_bag_episode_faces_the_bag_and_walk_teacher_points_to_the_spot():
     assert not np.any(np.asarray(jax.vmap(e.teacher_command)(_kinds()["face"][0])))
 
 
+def test_bag_episode_pose_term_frees_the_arms():
+    """In bag episodes the pose term weighs `pose_weight_bag` of a face episode's (the same state)."""
+    e, cfg = env(), env().config
+    one = jax.tree.map(lambda x: x[0], _kinds()["bag"][-1])
+    touch, action = jnp.zeros((2,)), jnp.zeros((e.action_size,))
+    bag_terms, _ = e._rewards(one.data, touch, action, one.info)
+    face_terms, _ = e._rewards(one.data, touch, action, one.info.replace(kind=jnp.int32(block.FACE)))
+    assert float(face_terms["pose"]) > 0.0
+    assert float(bag_terms["pose"]) == pytest.approx(
+        cfg.pose_weight_bag * float(face_terms["pose"]), rel=1e-6
+    )
+
+
 def test_bag_gap_and_direction_hand_placed():
     bag = _capsules([[0.0, 0.0, 0.5]], [0.17], half=[0.5])
     gloves = _capsules([[0.3, 0.0, 0.5], [0.0, 0.2, 1.2]], [0.065, 0.065])

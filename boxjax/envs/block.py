@@ -719,7 +719,10 @@ class BlockEnv:
         gravity = rewards.gravity_in_frame(quat)
         height = data.qpos[me.qpos_adr + 2]
         joints = data.qpos[jnp.asarray(me.act_qpos_adr)]
-        w_pose = cfg.w_pose * jnp.where(info.kind == WALK, cfg.pose_weight_walk, 1.0)
+        pose_factor = jnp.where(
+            info.kind == WALK, cfg.pose_weight_walk, jnp.where(info.kind == BAG, cfg.pose_weight_bag, 1.0)
+        )
+        w_pose = cfg.w_pose * pose_factor
         terms = {
             "alive": jnp.float32(cfg.w_alive),
             "pose": w_pose * rewards.pose_tracking(joints, info.pose_ref, 0.05 * self.nu),

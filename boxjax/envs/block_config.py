@@ -113,6 +113,8 @@ class BlockConfig(TaskConfig):
     """Weight of staying near the reference pose."""
     pose_weight_walk: float = 0.2
     """Factor on `w_pose` in walk episodes (the legs must leave the guard)."""
+    pose_weight_bag: float = 0.2
+    """Factor on `w_pose` in bag episodes (the arms must leave the guard to punch)."""
     w_height: float = 0.3
     """Weight of keeping the guard's root height."""
     w_upright: float = 0.3
