@@ -428,6 +428,7 @@ def test_reset_step_shapes_finite_and_float32():
         assert bool(jnp.all(jnp.isfinite(s.obs))) and bool(jnp.all(jnp.isfinite(s.reward)))
         assert not _float64_leaves((s.obs, s.reward, s.done, s.truncation, s.metrics, s.info))
     assert set(states[0].metrics) == set(states[-1].metrics)
+    assert tuple(sorted(states[-1].metrics)) == e.metric_names()
     want = {"punch/thrown", "punch/hit_score", "vision/hidden", "fall", "overflow/nefc", "kind/bag"}
     assert want | {f"success/{k}" for k in block.SUCCESS} <= set(states[-1].metrics)
     assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0

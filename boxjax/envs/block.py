@@ -736,7 +736,12 @@ class BlockEnv:
         )
         return terms, fell.astype(jnp.float32)
 
-    def _zero_metrics(self) -> dict[str, jax.Array]:
+    @staticmethod
+    def metric_names() -> tuple[str, ...]:
+        """Names of the per-step metrics every step returns (`State.metrics` keys), sorted."""
         names = [f"reward/{k}" for k in REWARD_TERMS] + [f"overflow/{k}" for k in physics.OVERFLOW_BITS]
         names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
-        return {k: jnp.zeros((), jnp.float32) for k in names}
+        return tuple(sorted(names))
+
+    def _zero_metrics(self) -> dict[str, jax.Array]:
+        return {k: jnp.zeros((), jnp.float32) for k in self.metric_names()}

@@ -185,7 +185,7 @@ class BlockCpuEnv:
         self.params = full.replace(model=None, ik_model=None, template=view_of(full.template))
         """The task's params without the MJX models (MuJoCo steps and fits the arms), a `PhysicsView`
         template."""
-        self.metric_names = tuple(sorted(self.task._zero_metrics()))
+        self.metric_names = self.task.metric_names()
         self.state: State | None = None
         self.pool: State | None = None
         """K fresh episodes; those from `pool_next` on are unused."""
