@@ -659,16 +659,18 @@ def test_place_scene_moves_the_recording_rigidly():
 
 def test_opponent_closes_in_on_a_fighter_who_stepped_back():
     """Our fighter moved 0.3 m away from the opponent at the start of a face episode: the opponent's
-    anchor follows his pelvis at `opponent_follow_mps`, catches up, then keeps one step behind it; the
-    puppet keeps its recorded distance to our pelvis."""
+    anchor moves at most `opponent_follow_mps` while he waits, catches up, then puts the recording's head on
+    ours (floor position, turned with our heading) after every step; the puppet keeps its recorded distance
+    to it. Once he throws, the anchor stays."""
     e, (reset, step, _) = env(), jitted()
     p = only("face")
     state = reset(p, jax.random.split(jax.random.PRNGKey(3), WORLDS))
-    adr, root = e.me.qpos_adr, e.opponent.mocap_ids[0]
+    adr, root, head = e.me.qpos_adr, e.opponent.mocap_ids[0], e.me.head_geom_id
     ours, theirs = e.guard_qpos[adr : adr + 2], e.guard_mocap_pos[root, :2]
     away = (ours - theirs) / np.linalg.norm(ours - theirs)
     qpos = state.data.qpos.at[:, adr : adr + 2].add(jnp.asarray(0.3 * away, jnp.float32))
-    state = state.replace(data=state.data.replace(qpos=qpos))
+    waiting = jax.device_put(jnp.full((WORLDS,), -100, jnp.int32), state.info.frame.sharding)
+    state = state.replace(data=state.data.replace(qpos=qpos), info=state.info.replace(frame=waiting))
     first, states = state, [state]
     for _ in range(20):
         state, stepped = step(p, state, first, jnp.zeros((WORLDS, e.action_size)))
@@ -676,15 +678,24 @@ def test_opponent_closes_in_on_a_fighter_who_stepped_back():
     anchors = np.stack([np.asarray(s.info.opponent_anchor) for s in states])
     per_step = np.linalg.norm(np.diff(anchors[:, :, :2], axis=0), axis=-1)
     assert np.all(per_step <= e.config.opponent_follow_mps * e.config.control_dt_s + 1e-5)
-    pelvis = np.asarray(states[-2].data.qpos[:, adr : adr + 2])
-    np.testing.assert_allclose(anchors[-1, :, :2], pelvis, atol=1e-5)
+    last = states[-1]
+    c, s = np.cos(anchors[-1, :, 2]), np.sin(anchors[-1, :, 2])
+    rel = e.scene_head
+    placed_head = anchors[-1, :, :2] + np.stack([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1]], -1)
+    np.testing.assert_allclose(placed_head, np.asarray(last.data.geom_xpos[:, head, :2]), atol=1e-5)
+    guard_head = ours + rel
     gap = np.linalg.norm(
-        np.asarray(states[-1].data.mocap_pos[:, root, :2])
-        - np.asarray(states[-1].data.qpos[:, adr : adr + 2]),
-        axis=-1,
+        np.asarray(last.data.mocap_pos[:, root, :2]) - np.asarray(last.data.geom_xpos[:, head, :2]), axis=-1
     )
-    np.testing.assert_allclose(gap, np.linalg.norm(ours - theirs), atol=0.02)
+    np.testing.assert_allclose(gap, np.linalg.norm(guard_head - theirs), atol=0.02)
     assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0
+    # a punch keeps its aim: moved back again as he throws, the anchor stays
+    throwing = jax.device_put(jnp.full((WORLDS,), -1, jnp.int32), state.info.frame.sharding)
+    qpos = state.data.qpos.at[:, adr : adr + 2].add(jnp.asarray(0.2 * away, jnp.float32))
+    state = state.replace(data=state.data.replace(qpos=qpos), info=state.info.replace(frame=throwing))
+    for _ in range(4):
+        state, stepped = step(p, state, first, jnp.zeros((WORLDS, e.action_size)))
+        np.testing.assert_array_equal(np.asarray(stepped.info.opponent_anchor), anchors[-1])
 
 
 def test_observed_vision_is_the_frame_from_delay_steps_ago():

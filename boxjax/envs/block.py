@@ -5,17 +5,18 @@ change without a recompile):
 
 * ``face``: the opponent replays the punch library (`boxjax.envs.punches`) kinematically: he is a puppet of
   mocap bodies (`boxjax.mjcf.puppet`) posed every control step from the sampled punch's frame, and only our
-  fighter is simulated. The recorded scene (our pelvis at the guard keyframe, him at the library's distance)
-  is moved toward our pelvis and turned with its heading at up to `opponent_follow_mps` /
-  `opponent_turn_radps` (`follow_anchor`, `place_scene`, `BlockInfo.opponent_anchor`), so stepping back only
-  lasts until he closes in; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is
-  judged then. The puppet's glove follows its recording whatever is in its way (his contacts are soft), so
-  the guard cannot stop it physically; instead a punch whose glove, swept from one control step to the next,
-  touched one of our gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped
-  more than `reach_m` short of the target *missed* (our fighter was not there: leaning away, displaced,
-  falling), and one that reached it is scored with `boxjax.envs.scoring` (19 paths from the glove to the
-  target past our guard): up to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only
-  through `boxjax.envs.vision` (0.1 s late).
+  fighter is simulated. The recorded scene (our fighter at the guard keyframe, him at the library's
+  distance) is moved toward our head and turned with our pelvis' heading at up to `opponent_follow_mps` /
+  `opponent_turn_radps` (`follow_anchor`, `place_scene`, `BlockInfo.opponent_anchor`), while he waits
+  between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until his next
+  punch; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is judged then. The
+  puppet's glove follows its recording whatever is in its way (his contacts are soft), so the guard cannot
+  stop it physically; instead a punch whose glove, swept from one control step to the next, touched one of
+  our gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped more than
+  `reach_m` short of the target *missed* (our fighter was not there: leaning away, displaced, falling), and
+  one that reached it is scored with `boxjax.envs.scoring` (19 paths from the glove to the target past our
+  guard): up to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only through
+  `boxjax.envs.vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
@@ -228,6 +229,11 @@ class BlockEnv:
             yaw = float(heading(jnp.asarray(root[3:7])))
         self.scene_ref = np.array([root[0], root[1], yaw], np.float32)
         """(3,) our pelvis (x, y, heading) at the guard keyframe: where the punch recordings put us."""
+        guard = mujoco.MjData(model)
+        guard.qpos[:] = self.guard_qpos
+        mujoco.mj_kinematics(model, guard)
+        self.scene_head = (guard.geom_xpos[me.head_geom_id, :2] - root[:2]).astype(np.float32)
+        """(2,) our head's floor position from the pelvis at the guard keyframe (the opponent follows it)."""
         self.park_offset = np.zeros(3, np.float32)
         self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy
         """(3,) the opponent's move from the face position to his parking spot."""
@@ -360,11 +366,10 @@ class BlockEnv:
         info, table = state.info, params.punches
         key, k_punch, k_shove = jax.random.split(info.key, 3)
         punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        anchor = self._follow(state.data.qpos, info.opponent_anchor)
-        data = self._pose_opponent(state.data, table, punch, frame, info.kind, anchor)
+        data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor)
         data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
-        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key, opponent_anchor=anchor)
+        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key)
 
     def after_physics(
         self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
@@ -404,9 +409,13 @@ class BlockEnv:
         terms.update(task_terms)
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
+        # he re-aims while he waits in the guard; a punch keeps its aim (no homing glove)
+        anchor = jnp.where(
+            finite & (frame < 0), self._follow(data, info.opponent_anchor), info.opponent_anchor
+        )
         info = info.replace(
             punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
-            punch_glove=punch_glove, parried=parried, opponent_anchor=draws.opponent_anchor,
+            punch_glove=punch_glove, parried=parried, opponent_anchor=anchor,
         )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
         metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
@@ -516,12 +525,15 @@ class BlockEnv:
         )
 
     # -- step pieces ----------------------------------------------------------------------------------
-    def _follow(self, qpos: jax.Array, anchor: jax.Array) -> jax.Array:
-        """The opponent's anchor (3,) one control step closer to our pelvis (`follow_anchor`)."""
+    def _follow(self, data, anchor: jax.Array) -> jax.Array:
+        """The opponent's anchor (3,) one control step closer to the one that puts the recording's head
+        on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`."""
         cfg, adr = self.config, self.me.qpos_adr
-        target = jnp.concatenate(
-            [qpos[adr : adr + 2], (heading(qpos[adr + 3 : adr + 7]) - self.scene_ref[2])[None]]
-        )
+        turn = heading(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
+        c, s = jnp.cos(turn), jnp.sin(turn)
+        rel = self.scene_head
+        head = data.geom_xpos[self.me.head_geom_id, :2]
+        target = jnp.stack([head[0] - (c * rel[0] - s * rel[1]), head[1] - (s * rel[0] + c * rel[1]), turn])
         return follow_anchor(
             anchor,
             target,

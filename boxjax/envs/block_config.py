@@ -62,8 +62,10 @@ class BlockConfig(TaskConfig):
     peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
     opponent_follow_mps: float = 1.0
     """In face episodes the opponent stays on our fighter: the recorded scene (punches and guard, recorded
-    against our fighter standing at the guard keyframe) is moved toward our pelvis at up to this speed, so
-    stepping out of reach only lasts until he closes in again. 0 pins him where the recording puts him."""
+    against our fighter standing at the guard keyframe) is moved at up to this speed toward where the
+    recording's head lands on ours (floor position) while he waits between punches (a punch keeps the aim
+    it started with), so stepping or leaning out of reach only lasts until his next punch. 0 pins him
+    where the recording puts him."""
     opponent_turn_radps: float = 3.0
     """In face episodes the opponent's recorded scene turns with our pelvis' heading at up to this rate
     (0: never turned)."""
@@ -231,8 +233,9 @@ class BlockInfo:
     parried: jax.Array
     """() float32 1 once the current punch's glove touched our guard on its way."""
     opponent_anchor: jax.Array
-    """(3,) where the opponent's recorded scene stands (`follow_anchor`): the floor point (x, y) the
-    recording's reference (our pelvis at the guard keyframe) is moved to, and its turn about z (rad)."""
+    """(3,) where the opponent's recorded scene stands for the next step (`follow_anchor`, updated after each
+    step while he waits in the guard): the floor point (x, y) the recording's reference (our pelvis at the
+    guard keyframe) is moved to, and its turn about z (rad)."""
     shove_step: jax.Array
     """() int32 step of the shove (shove episodes)."""
     key: jax.Array
@@ -249,7 +252,5 @@ class StepDraws:
     """() int32 its control step (negative while he waits)."""
     shoved: jax.Array
     """() float32 1.0 where the shove kicked our root this step."""
-    opponent_anchor: jax.Array
-    """(3,) the opponent's anchor after this step's follow."""
     key: jax.Array
     """The world's PRNG key for the next step."""
