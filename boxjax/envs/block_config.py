@@ -64,8 +64,8 @@ class BlockConfig(TaskConfig):
     """In face episodes the opponent stays on our fighter: the recorded scene (punches and guard, recorded
     against our fighter standing at the guard keyframe) is moved at up to this speed toward where the
     recording's head lands on ours (floor position) while he waits between punches (a punch keeps the aim
-    it started with), so stepping or leaning out of reach only lasts until his next punch. 0 pins him
-    where the recording puts him."""
+    it started with), so stepping or leaning out of reach only lasts until his next punch (with no gap
+    between punches, `punch_gap_s` (0, 0), he never re-aims). 0 pins him where the recording puts him."""
     opponent_turn_radps: float = 3.0
     """In face episodes the opponent's recorded scene turns with our pelvis' heading at up to this rate
     (0: never turned)."""
