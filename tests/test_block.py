@@ -341,7 +341,8 @@ def test_score_on_posed_fighters():
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
     data = _kinematics(qpos, impact_of="jab-head-medium")
-    assert [float(x) for x in e._score(data, jnp.int32(0), jnp.int32(0))] == [1.0, 1.0]
+    score = e._score(data, *e._punch_capsules(data), jnp.int32(0), jnp.int32(0))
+    assert [float(x) for x in score] == [1.0, 1.0]
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))
     head = data.geom_xpos[e.me.head_geom_id]
@@ -620,7 +621,9 @@ def test_a_glove_sweeping_through_our_guard_touches_it():
         moved = np.array(data.geom_xpos)
         moved[e.opponent.glove_geom_ids[0]] = end  # his glove now at the end of the sweep
         posed = SimpleNamespace(geom_xpos=jnp.asarray(moved), geom_xmat=jnp.asarray(data.geom_xmat))
-        touched, glove = e._guard_contact(posed, jnp.int32(0), jnp.asarray(start, jnp.float32))
+        touched, glove = e._guard_contact(
+            *e._punch_capsules(posed), jnp.int32(0), jnp.asarray(start, jnp.float32)
+        )
         assert float(touched) == want, offset
         np.testing.assert_allclose(np.asarray(glove), end, atol=1e-5)
 

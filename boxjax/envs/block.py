@@ -51,6 +51,7 @@ Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, `
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -126,6 +127,12 @@ def turn_quat(quat: jax.Array, yaw: jax.Array) -> jax.Array:
     return jnp.stack([w * q0 - z * q3, w * q1 - z * q2, w * q2 + z * q1, w * q3 + z * q0], axis=-1)
 
 
+def turn_xy(xy: jax.Array, yaw: jax.Array) -> jax.Array:
+    """Floor vectors (..., 2) turned by `yaw` about z."""
+    c, s = jnp.cos(yaw), jnp.sin(yaw)
+    return jnp.stack([c * xy[..., 0] - s * xy[..., 1], s * xy[..., 0] + c * xy[..., 1]], axis=-1)
+
+
 def turn_root(root: jax.Array, yaw: jax.Array, xy: jax.Array) -> jax.Array:
     """Free-joint qpos (7,) turned by `yaw` about z and moved to floor position `xy`."""
     return jnp.concatenate([xy, root[2:3], turn_quat(root[3:7], yaw)])
@@ -147,9 +154,7 @@ def place_scene(
 ) -> tuple[jax.Array, jax.Array]:
     """Recorded body positions (B, 3) and orientations (B, 4) moved with the scene: turned by anchor[2]
     about the vertical through `ref_xy` (2,), then `ref_xy` moved to anchor[:2]. Heights are kept."""
-    c, s = jnp.cos(anchor[2]), jnp.sin(anchor[2])
-    rel = pos[:, :2] - ref_xy
-    xy = jnp.stack([c * rel[:, 0] - s * rel[:, 1], s * rel[:, 0] + c * rel[:, 1]], axis=-1) + anchor[:2]
+    xy = turn_xy(pos[:, :2] - ref_xy, anchor[2]) + anchor[:2]
     return jnp.concatenate([xy, pos[:, 2:]], axis=-1), turn_quat(quat, anchor[2])
 
 
@@ -392,8 +397,9 @@ class BlockEnv:
         )
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
-        score, reached = self._score(data, table.hand[punch], table.target[punch])
-        contact, punch_glove = self._guard_contact(data, table.hand[punch], info.punch_glove)
+        gloves, blockers = self._punch_capsules(data)
+        score, reached = self._score(data, gloves, blockers, table.hand[punch], table.target[punch])
+        contact, punch_glove = self._guard_contact(gloves, blockers, table.hand[punch], info.punch_glove)
         parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
         events = self._punch_events(table, punch, frame, score, reached, parried)
         events = {k: v * face for k, v in events.items()}
@@ -530,10 +536,8 @@ class BlockEnv:
         on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`."""
         cfg, adr = self.config, self.me.qpos_adr
         turn = heading(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
-        c, s = jnp.cos(turn), jnp.sin(turn)
-        rel = self.scene_head
         head = data.geom_xpos[self.me.head_geom_id, :2]
-        target = jnp.stack([head[0] - (c * rel[0] - s * rel[1]), head[1] - (s * rel[0] + c * rel[1]), turn])
+        target = jnp.concatenate([head - turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
         return follow_anchor(
             anchor,
             target,
@@ -652,12 +656,17 @@ class BlockEnv:
             "punch/hit_score": hit * score,
         }
 
-    def _guard_contact(self, data, hand: jax.Array, previous: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Whether the opponent's `hand` glove, swept from `previous` (3,) to where it is now, touched one
-        of our gloves or forearms: (() float32 1.0 if so, (3,) its centre now)."""
-        gloves = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.opponent_gloves)
+    def _punch_capsules(self, data) -> tuple[vision.Capsules, vision.Capsules]:
+        """The opponent's gloves and our blockers (gloves, forearms) posed as capsules in `data`."""
+        pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
+        return pose(self.opponent_gloves), pose(self.blockers)
+
+    def _guard_contact(
+        self, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, previous: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """Whether the opponent's `hand` glove (of `gloves`), swept from `previous` (3,) to where it is now,
+        touched one of our `blockers`: (() float32 1.0 if so, (3,) its centre now)."""
         glove = 0.5 * (gloves.start[hand] + gloves.end[hand])
-        blockers = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.blockers)
         dist = jax.vmap(vision.segment_distance, in_axes=(None, None, 0, 0))(
             previous, glove, blockers.start, blockers.end
         )
@@ -668,14 +677,15 @@ class BlockEnv:
         """(FRAME_SIZE,) what our fighter sees now (`vision.see`)."""
         return vision.see(data, self.vision_index)
 
-    def _score(self, data: mjx.Data, hand: jax.Array, target: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """The opponent's `hand` glove against our `target` right now: (() score, 0 when out of reach;
-        () float32 1.0 when the glove is within `reach_m` of the target's surface)."""
-        gloves = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.opponent_gloves)
+    def _score(
+        self, data: mjx.Data, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, target
+    ) -> tuple[jax.Array, jax.Array]:
+        """The opponent's `hand` glove (of `gloves`) against our `target` in `data`, past our `blockers`:
+        (() score, 0 when out of reach; () float32 1.0 when the glove is within `reach_m` of the target's
+        surface)."""
         goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
         glove, glove_r = gloves.start[hand], gloves.radius[hand]
         goal, goal_r = goals.start[target], goals.radius[target]
-        blockers = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.blockers)
         clear = scoring.punch_score(glove, goal, goal_r, blockers)
         reached = (jnp.linalg.norm(goal - glove) - glove_r - goal_r <= self.config.reach_m).astype(
             jnp.float32
