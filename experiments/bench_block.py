@@ -123,7 +123,7 @@ def variant_env(name: str, body: str, worlds: int, teacher: str = ""):
     if name == "no_scoring":
 
         class NoScoring(BlockEnv):
-            def _score(self, data, hand, target):
+            def _score(self, data, gloves, blockers, hand, target):
                 return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
 
         return NoScoring(env.config, env.physics)
