@@ -219,6 +219,8 @@ def training_runs(core_counts: list[int]) -> list[tuple[int, str, str]]:
     return [*runs, (top[0], top[1] if top[0] >= 4 else "serial", "bf16")]
 
 
+SEED_VCPUS, SEED_WORLDS, SEED_SAMPLES = 96, 432, 27648
+"""The seed's CPU machine and iteration (432 worlds x 64 steps), the projections' target."""
 PROJECTION_ASSUMPTIONS = (
     "96 vCPU = 48 cores x 2 SMT threads, each vCPU as fast as one of this machine's CPUs; 24 vCPUs go to "
     "3 learners (8 each), 72 to collectors (the seed's split). Collection: the env step and policy cost per "
@@ -233,7 +235,7 @@ PROJECTION_ASSUMPTIONS = (
 
 def projection_rows(env_us: float, policy_us: float, learn_s_per_sample_core: float) -> list[tuple]:
     """Steps/s and s/iteration projected to 96 vCPUs (see PROJECTION_ASSUMPTIONS)."""
-    samples, minibatches, epochs = 27648, 4, 4
+    samples, minibatches, epochs = SEED_SAMPLES, 4, 4
     collect_s = samples * (env_us + policy_us) * 1e-6 / (72 * 0.8)
     update_s = samples * learn_s_per_sample_core / (24 * 0.7) + minibatches * epochs * 3e-3
     iteration_s = max(collect_s, update_s)
@@ -255,10 +257,10 @@ SCALED_ASSUMPTIONS = (
 
 def scaled_rows(steps_per_s: float, cores: int) -> list[tuple]:
     """Steps/s and s/iteration of a measured `cores`-CPU run scaled to 96 vCPUs (SCALED_ASSUMPTIONS)."""
-    scaled = steps_per_s * 96 / cores
+    scaled = steps_per_s * SEED_VCPUS / cores
     return [
         ("scaled_steps_per_s_96vcpu", scaled, "1/s"),
-        ("scaled_s_per_iteration_96vcpu", 27648 / scaled, "s"),
+        ("scaled_s_per_iteration_96vcpu", SEED_SAMPLES / scaled, "s"),
     ]
 
 
@@ -321,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                 worlds = WORLDS_PER_CORE * cores
                 write(metric, value, unit_of(metric), worlds, cores, cmd, mode=mode, learner_dtype=dtype)
         for metric, value, unit, extra in projections(measured):
-            write(metric, value, unit, 432, 96, projected=True, **extra)
+            write(metric, value, unit, SEED_WORLDS, SEED_VCPUS, projected=True, **extra)
     print(f"rows written to {path}")
     return 0
 
