@@ -145,6 +145,12 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     wait
     tail -n 4 "$OUT"/par-*.txt
     ;;
+  physprof)  # physprof [profile_physics.py args]: MuJoCo Warp's step per traced function, per model variant
+    shift
+    log "physics profile $*"
+    timeout "${PROF_LIMIT_S:-300}" python3 experiments/profile_physics.py --out "$OUT/physprof.jsonl" "$@" 2>&1 \
+      | grep -v "^Module " | tee -a "$OUT/logs/physprof.txt" | tail -150
+    ;;
   cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
     shift
     log "cpu bench $*"

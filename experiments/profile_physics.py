@@ -1,0 +1,193 @@
+"""Where MuJoCo Warp's step spends its time in a boxjax world: a per-function tree, per model variant.
+
+Builds the block task's world (our fighter, the bag, the puppet opponent; `--task stance`: the stance
+arena), puts `--worlds` copies on the Warp device at the guard keyframe with the env's contact and
+constraint slots, and drives them with random controls (uniform over each actuator's range times
+`--ctrl-noise`, redrawn every step) so the worlds spread out. One `mjw.step` is captured in a CUDA graph
+and replayed `--steps` times: once with MuJoCo Warp's event tracer on (mean ms per step of every traced
+function, nested; CUDA only), once without it (physics steps per second). Each `--variant` is a list of MuJoCo
+Warp model overrides separated by ";" (e.g. "opt.iterations=2;opt.ls_iterations=4"); "base" is none.
+The fused factorisation (`boxjax.physics.factor`) is installed as in training. Writes the report to
+stdout and, with `--out`, JSON Lines rows (one per variant; the trace as nested {name: [ms, {...}]}).
+
+    python experiments/profile_physics.py --body muscular --worlds 2048
+    python experiments/profile_physics.py --variants "base" "opt.iterations=2" "opt.ccd_iterations=12"
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--body", default="muscular")
+    p.add_argument("--task", choices=("block", "stance"), default="block")
+    p.add_argument("--worlds", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=200, help="replays timed per variant (after 50 warm-up)")
+    p.add_argument("--ctrl-noise", type=float, default=0.3, help="control noise, fraction of each range")
+    p.add_argument("--variants", nargs="+", default=["base"], help='"base" or "key=value;key=value"')
+    p.add_argument("--device", default=None, help="Warp device (default: Warp's default)")
+    p.add_argument("--out", default=None, help="JSON Lines file to append rows to")
+    return p.parse_args(argv)
+
+
+def world_model(task: str, body: str):
+    """(MjModel, keyframe id, contacts per world, constraint rows per world) of the task's world."""
+    if task == "block":
+        from boxjax.envs.block import BlockEnv
+        from boxjax.envs.block_config import BlockConfig
+
+        env = BlockEnv(BlockConfig(body=body, teacher=""))
+        key = env.arena.index.keyframes["stance"]
+    else:
+        from boxjax.envs.stance import StanceConfig, StanceEnv
+
+        env = StanceEnv(StanceConfig(body=body))
+        key = env.index.keyframes["stance"]
+    return env.mj_model, key, env.physics.contacts_per_world, env.physics.njmax
+
+
+def overrides(variant: str) -> list[str]:
+    """The override strings of one variant ("base": none)."""
+    return [] if variant == "base" else [s.strip() for s in variant.split(";") if s.strip()]
+
+
+def flatten(trace: dict, depth: int = 0) -> list[tuple[int, str, float]]:
+    """(depth, name, total ms) rows of one event trace, parents before children."""
+    import warp as wp
+
+    rows = []
+    for name, (events, sub) in trace.items():
+        ms = sum(float(e) if not isinstance(e, tuple) else wp.get_event_elapsed_time(*e) for e in events)
+        rows.append((depth, name, ms))
+        rows.extend(flatten(sub, depth + 1))
+    return rows
+
+
+def mean_rows(per_step: list[list[tuple[int, str, float]]]) -> list[tuple[int, str, float]]:
+    """Per-function mean over steps (rows matched by position; the trace's shape is the same each step)."""
+    first = per_step[0]
+    if not first:
+        return []
+    return [(d, n, float(np.mean([rows[i][2] for rows in per_step]))) for i, (d, n, _) in enumerate(first)]
+
+
+def profile(args: argparse.Namespace, variant: str) -> dict:
+    """Trace and time one variant; returns its row."""
+    import mujoco
+    import warp as wp
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+    from mujoco.mjx.third_party.mujoco_warp._src import io as mjw_io
+    from mujoco.mjx.third_party.mujoco_warp._src import warp_util
+
+    from boxjax.physics import factor
+
+    mjm, key, ncon, njmax = world_model(args.task, args.body)
+    wp.config.quiet = True
+    mjw_io.override_model(mjm, overrides(variant))
+    factor.install(factor.needs_fused_factor(mjm))
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_resetDataKeyframe(mjm, mjd, key)
+    mujoco.mj_forward(mjm, mjd)
+    device = wp.get_device(args.device)
+    with wp.ScopedDevice(device):
+        m = mjw.put_model(mjm)
+        mjw_io.override_model(m, overrides(variant))
+        m.opt.warn_overflow = 0  # solver-cap warnings would flood the report
+        d = mjw.put_data(mjm, mjd, nworld=args.worlds, naconmax=args.worlds * ncon, njmax=njmax)
+        lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
+        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * args.ctrl_noise
+        rng = np.random.default_rng(0)
+        controls = [
+            wp.array((mid + half * rng.uniform(-1, 1, (args.worlds, mjm.nu))).astype(np.float32))
+            for _ in range(8)
+        ]
+
+        def drive(i: int) -> None:
+            wp.copy(d.ctrl, controls[i % len(controls)])
+
+        def timed_replays(graph, steps: int, tracer=None) -> tuple[float, list]:
+            traces, total = [], 0.0
+            for i in range(steps):
+                drive(i)
+                wp.synchronize()
+                start = time.perf_counter()
+                wp.capture_launch(graph)
+                wp.synchronize()
+                total += time.perf_counter() - start
+                if tracer is not None:
+                    traces.append(flatten(tracer.trace()))
+            return total / steps, traces
+
+        with wp.ScopedCapture() as plain:
+            mjw.step(m, d)
+        timed_replays(plain.graph, 50)
+        step_s, _ = timed_replays(plain.graph, args.steps)
+        traces = [[]]
+        if device.is_cuda:  # the tracer records CUDA events
+            with warp_util.EventTracer() as tracer:
+                with wp.ScopedCapture() as traced:
+                    mjw.step(m, d)
+                _, traces = timed_replays(traced.graph, args.steps, tracer)
+        ncon_now = int(d.nacon.numpy()[0])
+        nefc_now = d.nefc.numpy()
+    rows = mean_rows(traces)
+    return {
+        "variant": variant,
+        "step_ms": 1e3 * step_s,
+        "physics_steps_per_s": args.worlds / step_s,
+        "contacts_per_world_now": ncon_now / args.worlds,
+        "constraint_rows_max_now": int(nefc_now.max()),
+        "trace_ms": [[d_, n, round(ms, 4)] for d_, n, ms in rows],
+    }
+
+
+def report(row: dict) -> str:
+    """The printed table of one variant."""
+    lines = [
+        f"== {row['variant']}: {row['step_ms']:.3f} ms per step of all worlds, "
+        f"{row['physics_steps_per_s']:,.0f} physics steps/s; contacts/world {row['contacts_per_world_now']:.1f}, "
+        f"max constraint rows {row['constraint_rows_max_now']}"
+    ]
+    lines += [f"{'  ' * depth}{name:<{40 - 2 * depth}} {ms:8.3f} ms" for depth, name, ms in row["trace_ms"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Profile every variant and print (and optionally write) the rows."""
+    args = parse(argv)
+    import warp as wp
+
+    wp.config.quiet = True
+    wp.init()
+    device = wp.get_device(args.device)
+    for variant in args.variants:
+        row = profile(args, variant)
+        row.update(
+            device=device.name,
+            body=args.body,
+            task=args.task,
+            worlds=args.worlds,
+            date=datetime.date.today().isoformat(),
+            command="python experiments/profile_physics.py " + " ".join(sys.argv[1:]),
+        )
+        print(report(row), flush=True)
+        if args.out:
+            os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
