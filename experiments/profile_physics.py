@@ -157,7 +157,8 @@ def report(row: dict) -> str:
     """The printed table of one variant."""
     lines = [
         f"== {row['variant']}: {row['step_ms']:.3f} ms per step of all worlds, "
-        f"{row['physics_steps_per_s']:,.0f} physics steps/s; contacts/world {row['contacts_per_world_now']:.1f}, "
+        f"{row['physics_steps_per_s']:,.0f} physics steps/s; "
+        f"contacts/world {row['contacts_per_world_now']:.1f}, "
         f"max constraint rows {row['constraint_rows_max_now']}"
     ]
     lines += [f"{'  ' * depth}{name:<{40 - 2 * depth}} {ms:8.3f} ms" for depth, name, ms in row["trace_ms"]]
