@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -142,6 +143,13 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
     short = {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
     return {**short, **field_values(args.ppo, PPOConfig())}
+
+
+def read_metrics(run: str) -> list[dict[str, Any]]:
+    """The per-iteration rows of a run folder: metrics.jsonl, or metrics.jsonl.gz (as kept in results/)."""
+    path = os.path.join(run, "metrics.jsonl")
+    with open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def run_dir(name: str) -> str:

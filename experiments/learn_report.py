@@ -9,8 +9,8 @@ distillation loss. Reads runs/NAME/metrics.jsonl, written by experiments/block.p
 from __future__ import annotations
 
 import argparse
-import json
-import os
+
+import _cli
 
 COLUMNS = (
     ("return", "episode/return", "{:.0f}"),
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--windows", type=int, default=6, help="windows of iterations per run")
     args = p.parse_args(argv)
     for run in args.runs:
-        with open(os.path.join(run, "metrics.jsonl")) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        rows = _cli.read_metrics(run)
         print(f"\n{run}: {len(rows)} iterations" + ("" if rows else " (none)"))
         if rows:
             print(table(rows, args.windows))

@@ -6,9 +6,9 @@ reached, when (if) it was solved, and the last return and fall rate.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
+
+import _cli
 
 
 def level_rises(rows: list[dict]) -> list[tuple[int, int, float]]:
@@ -24,8 +24,7 @@ def level_rises(rows: list[dict]) -> list[tuple[int, int, float]]:
 
 def report(run: str) -> str:
     """One run's summary lines."""
-    with open(os.path.join(run, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = _cli.read_metrics(run)
     if not rows:
         return f"{run}: no iterations"
     steady = rows[1:] or rows
@@ -49,8 +48,7 @@ def report(run: str) -> str:
 
 def progress_key(run: str) -> tuple[float, float, float]:
     """Sort key, best first: solved sooner (wall time), else higher level reached sooner, else fewer falls."""
-    with open(os.path.join(run, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = _cli.read_metrics(run)
     if not rows:
         return (1.0, 0.0, float("inf"))
     solved = next((r["time_s"] for r in rows if r.get("solved", 0) > 0.5), None)
