@@ -6,12 +6,13 @@ constraint slots, and drives them with random controls (uniform over each actuat
 `--ctrl-noise`, redrawn every step) so the worlds spread out. One `mjw.step` is captured in a CUDA graph
 and replayed `--steps` times: once with MuJoCo Warp's event tracer on (mean ms per step of every traced
 function, nested; CUDA only), once without it (physics steps per second). Each `--variant` is a list of MuJoCo
-Warp model overrides separated by ";" (e.g. "opt.iterations=2;opt.ls_iterations=4"); "base" is none.
-The fused factorisation (`boxjax.physics.factor`) is installed as in training. Writes the report to
+Warp model overrides separated by ";" (e.g. "opt.iterations=2;opt.ls_iterations=4"); "base" is none,
+and "stock" is none with MuJoCo Warp's own factorisation instead of ours (`boxjax.physics.factor`, which the
+other variants install as in training). Writes the report to
 stdout and, with `--out`, JSON Lines rows (one per variant; the trace as nested {name: [ms, {...}]}).
 
     python experiments/profile_physics.py --body muscular --worlds 2048
-    python experiments/profile_physics.py --variants "base" "opt.iterations=2" "opt.ccd_iterations=12"
+    python experiments/profile_physics.py --variants base stock "opt.iterations=2;opt.ls_iterations=4"
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def world_model(task: str, body: str):
 
 
 def overrides(variant: str) -> list[str]:
-    """The override strings of one variant ("base": none)."""
-    return [] if variant == "base" else [s.strip() for s in variant.split(";") if s.strip()]
+    """The override strings of one variant ("base", "stock": none)."""
+    return [] if variant in ("base", "stock") else [s.strip() for s in variant.split(";") if s.strip()]
 
 
 def flatten(trace: dict, depth: int = 0) -> list[tuple[int, str, float]]:
@@ -96,7 +97,7 @@ def profile(args: argparse.Namespace, variant: str) -> dict:
     mjm, key, ncon, njmax = world_model(args.task, args.body)
     wp.config.quiet = True
     mjw_io.override_model(mjm, overrides(variant))
-    factor.install(factor.needs_fused_factor(mjm))
+    factor.install(variant != "stock" and factor.needs_fused_factor(mjm))
     mjd = mujoco.MjData(mjm)
     mujoco.mj_resetDataKeyframe(mjm, mjd, key)
     mujoco.mj_forward(mjm, mjd)

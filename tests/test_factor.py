@@ -205,6 +205,89 @@ def test_patch_matches_stock_mjwarp_on_cpu(body):
     _check(ours, s, s["stock"])
 
 
+def _mixed_model(name: str) -> mujoco.MjModel:
+    """The synthetic tree beside trees on MuJoCo Warp's block path: "bag" adds a bag on a ball joint (3 DoF,
+    scalar Cholesky) and a pendulum (1 DoF, compact); "legs" fixes the root (trees of 69, 7 and 7 DoF: the
+    legs take tile Cholesky)."""
+    if name == "legs":
+        return _synthetic.tree_model(free=False)
+    spec = _synthetic.tree_spec()
+    bag = spec.worldbody.add_body(name="bag", pos=[2, 0, 1])
+    bag.add_joint(type=mujoco.mjtJoint.mjJNT_BALL, damping=2.0, armature=0.1)
+    bag.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.15, 0.4, 0], pos=[0, 0, -0.5])
+    pendulum = spec.worldbody.add_body(name="pendulum", pos=[-2, 0, 1])
+    pendulum.add_joint(type=mujoco.mjtJoint.mjJNT_HINGE, axis=[0, 1, 0], armature=0.01)
+    pendulum.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.05, 0.3, 0], pos=[0, 0, -0.3])
+    return spec.compile()
+
+
+@pytest.fixture(scope="module", params=("bag", "legs"))
+def mixed(request):
+    """(model, samples, sparse-path dof mask, packed dense length) of a mixed model; samples as `body`'s."""
+    from mujoco.mjx.third_party.mujoco_warp._src import io, types
+
+    model = _mixed_model(request.param)
+    layout = io.m_block_layout(model)
+    assert layout["total"] > 0 and layout["has_sparse"]
+    samples = _samples(model, 3)
+    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor.stock_factor_solve_i())
+    return model, samples, layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE, layout["total"]
+
+
+def test_mixed_model_schedule(mixed):
+    """The schedule covers the sparse-path rows only (the numpy run leaves the others as M), under MuJoCo
+    Warp's fingerprint of the model."""
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+
+    model, s, sparse, _ = mixed
+    schedule = factor.register(model)
+    assert schedule is not None
+    rows = np.flatnonzero(sparse)
+    assert np.isin(schedule.desc[:, 0], rows).all() and np.isin(schedule.bwd[:, :2], rows).all()
+    assert np.isin(schedule.ent_row[schedule.ent_row >= 0], rows).all()
+    with wp.ScopedDevice("cpu"):
+        m = mjw.put_model(model)
+    assert schedule.fingerprint == factor._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
+    entry = sparse[np.repeat(np.arange(model.nv), model.M_rownnz)]  # CSR entries of sparse-path rows
+    for w in range(len(s["M"])):
+        qLD, dinv, x = factor.factor_numpy(model, s["M"][w], s["y"][w], schedule)
+        assert _rel(qLD[entry], s["qLD"][w][entry]) <= RTOL
+        assert _rel(dinv[sparse], s["qLDiagInv"][w][sparse]) <= RTOL
+        np.testing.assert_array_equal(qLD[~entry], s["M"][w][~entry])
+        np.testing.assert_array_equal(x[~sparse], s["y"][w][~sparse] * dinv[~sparse])
+
+
+def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
+    """Our kernel on the LDL region, then MuJoCo Warp's block kernels: block-path dofs exactly as stock."""
+    from mujoco.mjx.third_party.mujoco_warp._src import smooth
+
+    model, s, sparse, total = mixed
+    factor.install()
+    try:
+        schedule = factor.register(model)
+        ours = _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
+    finally:
+        factor.install(False)
+    stock = s["stock"]
+    direct = _warp_run(schedule, s["M"], s["y"], "cpu")
+    np.testing.assert_array_equal(ours[0][:, total:], direct[0])  # the patch ran our kernel
+    np.testing.assert_array_equal(ours[1], direct[1])
+    np.testing.assert_array_equal(ours[2][:, sparse], direct[2][:, sparse])
+    entry = sparse[np.repeat(np.arange(model.nv), model.M_rownnz)]  # CSR entries of sparse-path rows
+    np.testing.assert_array_equal(ours[0][:, :total], stock[0][:, :total])  # the packed dense factors
+    np.testing.assert_array_equal(ours[2][:, ~sparse], stock[2][:, ~sparse])
+    np.testing.assert_array_equal(ours[0][:, total:][:, ~entry], stock[0][:, total:][:, ~entry])  # M there
+    np.testing.assert_array_equal(ours[1][:, ~sparse], stock[1][:, ~sparse])  # 1/M(i,i) there
+
+    def restrict(qLD, D, x):
+        """The sparse-path rows of (LDL region, D) and x."""
+        return qLD[:, entry], D[:, sparse], x
+
+    ref = dict(zip(OUTPUTS, restrict(s["qLD"], s["qLDiagInv"], s["x"]), strict=True))
+    stock_sparse = restrict(stock[0][:, total:], *stock[1:])
+    _check(restrict(ours[0][:, total:], *ours[1:]), {**ref, "M": s["M"], "stock": stock_sparse}, stock_sparse)
+
+
 def test_factor_solve_jax(body):
     import jax.numpy as jnp
 

@@ -13,7 +13,9 @@ The right-hand side rides along as one more column, so the forward substitution 
 scaled by 1/D at the end and a level-by-level backward sweep finishes the solve. No atomics: the result is
 deterministic. The tables are built once on the host (`level_schedule`); `factor_numpy` runs the same
 schedule in numpy as the reference. `qLD` (CSR, D on the diagonal), `qLDiagInv` and the solution have
-exactly MuJoCo Warp's layout, so the rest of MuJoCo Warp reads them unchanged.
+exactly MuJoCo Warp's layout, so the rest of MuJoCo Warp reads them unchanged. In a mixed model (small trees
+on MuJoCo Warp's dense "block" path too) the schedule covers the sparse-path trees only, and MuJoCo Warp's
+own block kernels run after ours for the rest.
 
 `install()` swaps it into the MuJoCo Warp copy that MJX runs; see its docstring for the ordering rule.
 """
@@ -36,6 +38,7 @@ LANES = 64
 
 _SMOOTH = "mujoco.mjx.third_party.mujoco_warp._src.smooth"
 _TYPES = "mujoco.mjx.third_party.mujoco_warp._src.types"
+_IO = "mujoco.mjx.third_party.mujoco_warp._src.io"
 _PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
 
 
@@ -107,14 +110,18 @@ def _ancestors(mj_model: mujoco.MjModel) -> list[list[int]]:
 
 
 def level_schedule(mj_model: mujoco.MjModel) -> Schedule:
-    """The task tables for `mj_model`'s mass matrix (all of M on the sparse-LDL path)."""
+    """The task tables for the rows of `mj_model`'s mass matrix that MuJoCo Warp puts on the sparse-LDL path.
+
+    Rows of trees on its block path are left as M, with x = y/M(i,i) there (its block kernels redo them).
+    """
     nv, nc = mj_model.nv, mj_model.nC
     rowadr, rownnz = mj_model.M_rowadr.astype(np.int64), mj_model.M_rownnz.astype(np.int64)
+    sparse = importlib.import_module(_IO).m_block_layout(mj_model)["dof_adr"] == _types().Q_LD_BLOCK_SPARSE
     chains = _ancestors(mj_model)
     desc = [[] for _ in range(nv)]
-    for k, chain in enumerate(chains):
-        for i in chain:
-            desc[i].append(k)
+    for k in np.flatnonzero(sparse):  # an ancestor is in its descendant's tree: only sparse rows get work
+        for i in chains[k]:
+            desc[i].append(int(k))
     depth = rownnz - 1
     levels = sorted({int(depth[i]) for i in range(nv) if desc[i]}, reverse=True)
     desc_rows, tasks, lev_task, reds, lev_red, nslot = [], [], [0], [], [0], 1
@@ -141,9 +148,9 @@ def level_schedule(mj_model: mujoco.MjModel) -> Schedule:
         lev_bwd.append(len(bwd))
     diag = rowadr + rownnz - 1
     ent_row = np.full(nc, -1)
-    for r in range(nv):
+    for r in np.flatnonzero(sparse):
         ent_row[rowadr[r] : diag[r]] = r
-    pairs = np.bincount([int(depth[i]) for k in range(nv) for i in chains[k]], minlength=1)
+    pairs = np.bincount([int(depth[i]) for k in np.flatnonzero(sparse) for i in chains[k]], minlength=1)
     fingerprint = (nv, nc, tuple(int(n) for n in pairs if n))
 
     def table(rows, width):
@@ -379,10 +386,10 @@ def register(mj_model: mujoco.MjModel) -> Schedule | None:
 
     The patch runs inside a CUDA-graph capture, where it can neither read the model back nor upload
     tables, so it finds them by a structural fingerprint (nv, nC, MuJoCo Warp's per-level update counts).
-    `install()` calls this from `put_model` automatically. Returns None for models the patch leaves alone.
+    `install()` calls this from `put_model` automatically. Returns None for models the patch leaves alone
+    (no tree on the sparse-LDL path).
     """
-    trees = mj_model.tree_dofnum[mj_model.tree_dofnum > 0]
-    if not len(trees) or np.any(trees <= _dense_max()):
+    if not needs_fused_factor(mj_model):
         return None
     schedule = level_schedule(mj_model)
     known = _SCHEDULES.get(schedule.fingerprint)
@@ -397,9 +404,14 @@ def register(mj_model: mujoco.MjModel) -> Schedule | None:
     return schedule
 
 
+def _types():
+    """MuJoCo Warp's `types` module (its globals are read at call time: one may change them)."""
+    return importlib.import_module(_TYPES)
+
+
 def _dense_max() -> int:
-    """MuJoCo Warp's dense-block limit, read at call time (it is a module global one may change)."""
-    return importlib.import_module(_TYPES).M_BLOCK_DENSE_MAX
+    """MuJoCo Warp's dense-block limit."""
+    return _types().M_BLOCK_DENSE_MAX
 
 
 def _same_tables(a: Schedule, b: Schedule) -> bool:
@@ -417,13 +429,16 @@ _WARNED: set[tuple] = set()
 
 
 def _factor_solve_i(m, d, M, L, D, x, y):
-    """Drop-in for MuJoCo Warp's `smooth.factor_solve_i`: our kernel on pure sparse-LDL layouts."""
-    if not m.M_tiles and m.qLD_block_total == 0 and L.shape[1] == M.shape[1]:
+    """Drop-in for MuJoCo Warp's `smooth.factor_solve_i`: our kernel on the LDL region, then (mixed models)
+    MuJoCo Warp's own block kernels, which redo x of the block-path dofs and write their factors."""
+    if L.shape[1] > m.qLD_block_total:  # a tree on the sparse-LDL path
         fingerprint = _capture_fingerprint(m, M)
         schedule = _SCHEDULES.get(fingerprint)
         key = None if schedule is None else (id(schedule), M.device.alias)
         if key in _TABLES:
-            launch(schedule, _TABLES[key][1], M, y, L, D, x)
+            launch(schedule, _TABLES[key][1], M, y, L[:, m.qLD_block_total :], D, x)
+            if m.M_tiles:
+                importlib.import_module(_SMOOTH)._factor_solve_blocks(m, d, M, L, D, x, y)
             return
         if fingerprint not in _WARNED:
             _WARNED.add(fingerprint)
