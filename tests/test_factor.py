@@ -257,6 +257,23 @@ def test_mixed_model_schedule(mixed):
         np.testing.assert_array_equal(x[~sparse], s["y"][w][~sparse] * dinv[~sparse])
 
 
+def test_block_world_takes_the_fused_factor():
+    """The block task's world (the muscular fighter, the bag on a ball joint, the puppet) is mixed: the
+    patch must find its schedule under MuJoCo Warp's fingerprint, or it silently falls back to stock."""
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+
+    from boxjax.mjcf import puppet
+
+    model = puppet.build("muscular").model
+    assert model.tree_dofnum.max() > factor._dense_max() and model.tree_dofnum.min() <= factor._dense_max()
+    schedule = factor.register(model)
+    assert schedule is not None
+    with wp.ScopedDevice("cpu"):
+        m = mjw.put_model(model)
+    assert m.M_tiles and m.qLD_block_total > 0
+    assert schedule.fingerprint == factor._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
+
+
 def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
     """Our kernel on the LDL region, then MuJoCo Warp's block kernels: block-path dofs exactly as stock."""
     from mujoco.mjx.third_party.mujoco_warp._src import smooth
