@@ -44,18 +44,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def world_model(task: str, body: str):
-    """(MjModel, keyframe id, contacts per world, constraint rows per world) of the task's world."""
+    """(MjModel, its "stance" keyframe id, contacts per world, constraint rows per world) of the world."""
+    import mujoco
+
     if task == "block":
         from boxjax.envs.block import BlockEnv
         from boxjax.envs.block_config import BlockConfig
 
         env = BlockEnv(BlockConfig(body=body, teacher=""))
-        key = env.arena.index.keyframes["stance"]
     else:
         from boxjax.envs.stance import StanceConfig, StanceEnv
 
         env = StanceEnv(StanceConfig(body=body))
-        key = env.index.keyframes["stance"]
+    key = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_KEY, "stance")
     return env.mj_model, key, env.physics.contacts_per_world, env.physics.njmax
 
 
