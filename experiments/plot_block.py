@@ -4,8 +4,9 @@
 
 One horizontal stacked bar per measured shape (device, body, worlds x steps): physics, vision, scoring, IK,
 teacher, the rest of the rollout, and the PPO update, in seconds per iteration (the newest row of each
-metric wins). The seed's reported RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn
-for comparison. Needs matplotlib (`pip install matplotlib`).
+metric wins; shapes timed with `--iteration-only`, which have no split, are left out). The seed's reported
+RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn for comparison.
+Needs matplotlib (`pip install matplotlib`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ all (the report leaves 0.02 s unaccounted)."""
 
 
 def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
-    """{(device, body, worlds, unroll, teacher): {metric: value}} of the rows with an iteration breakdown."""
+    """{(device, body, worlds, unroll, teacher): {metric: value}} of the split shapes."""
     shapes: dict[tuple, dict[str, float]] = {}
     for path in paths:
         with open(path) as f:
@@ -31,7 +32,7 @@ def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
                     continue
                 key = (row["device"], row["body"], row["worlds"], row["unroll"], row.get("teacher", "none"))
                 shapes.setdefault(key, {})[row["metric"]] = row["value"]
-    return {k: m for k, m in shapes.items() if "s_per_iteration" in m}
+    return {k: m for k, m in shapes.items() if "s_per_iteration" in m and "it_physics_s" in m}
 
 
 def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:
