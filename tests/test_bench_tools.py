@@ -52,20 +52,20 @@ def test_cpu_projections_to_96_vcpus():
     assert len(bench_cpu.projections({k: v for k, v in measured.items() if k[0] == 1})) == 4  # model only
 
 
-def test_plot_reads_the_newest_iteration_rows_per_shape_and_teacher(tmp_path):
+def test_plot_reads_the_newest_split_iteration_rows_per_shape_and_teacher(tmp_path):
     base = {"bench": "block", "device": "GPU", "body": "muscular", "worlds": 2048, "unroll": 16}
     rows = [
         {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.5},
         {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.4},  # newer wins
         {**base, "teacher": "none", "metric": "it_physics_s", "value": 0.3},
-        {**base, "teacher": "untrained", "metric": "s_per_iteration", "value": 0.45},
+        {**base, "teacher": "untrained", "metric": "s_per_iteration", "value": 0.45},  # not split: dropped
         {**base, "worlds": 4096, "unroll": 8, "metric": "env_step_ms", "value": 1.0},  # no iteration: dropped
         {"bench": "stance", "device": "GPU", "metric": "s_per_iteration", "value": 9.0},  # other bench
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shapes = plot_block.load([str(path)])
-    assert set(shapes) == {("GPU", "muscular", 2048, 16, "none"), ("GPU", "muscular", 2048, 16, "untrained")}
+    assert set(shapes) == {("GPU", "muscular", 2048, 16, "none")}
     assert shapes[("GPU", "muscular", 2048, 16, "none")] == {"s_per_iteration": 0.4, "it_physics_s": 0.3}
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
