@@ -148,6 +148,8 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def read_metrics(run: str) -> list[dict[str, Any]]:
     """The per-iteration rows of a run folder: metrics.jsonl, or metrics.jsonl.gz (as kept in results/)."""
     path = os.path.join(run, "metrics.jsonl")
+    if not os.path.exists(path) and not os.path.exists(path + ".gz"):
+        raise FileNotFoundError(f"no {path} or {path}.gz")
     with open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt") as f:
         return [json.loads(line) for line in f if line.strip()]
 

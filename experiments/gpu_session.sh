@@ -152,14 +152,16 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       | grep -v "^Module " | tee -a "$OUT/logs/physprof.txt" | tail -150
     ;;
   try-shared-factor)  # the shared-memory factor kernel (docs/notes/2026-12-01-shared-memory-factor.patch), applied
-    # to this machine's copy only: the factor tests (their fixture compiles stock MuJoCo Warp on the CPU: minutes
-    # cold), then the block world's physics profile with it and with MuJoCo Warp's own factorisation
+    # to this machine's copy only and undone on exit: the factor tests (their fixture compiles stock MuJoCo Warp
+    # on the CPU: minutes cold), then the block world's physics profile with it and with MuJoCo Warp's own
     log "shared-memory factor trial"
-    patch -p1 < docs/notes/2026-12-01-shared-memory-factor.patch || exit 1
-    timeout "${TEST_LIMIT_S:-300}" python3 -m pytest -q -rs tests/test_factor.py 2>&1 | grep -v "^Module " \
+    shared_patch=docs/notes/2026-12-01-shared-memory-factor.patch
+    patch -p1 < "$shared_patch" || exit 1
+    trap 'patch -R -p1 < "$shared_patch"' EXIT
+    timeout "${TEST_LIMIT_S:-240}" python3 -m pytest -q -rs tests/test_factor.py 2>&1 | grep -v "^Module " \
       | tee "$OUT/logs/shared-factor-tests.txt" | tail -8
-    bash "$0" physprof --body muscular --worlds 2048 --steps 100 --variants base stock | grep "^==\|fwd_acc\|euler"
-    patch -R -p1 < docs/notes/2026-12-01-shared-memory-factor.patch
+    PROF_LIMIT_S=${PROF_LIMIT_S:-240} bash "$0" physprof --body muscular --worlds 2048 --steps 100 \
+      --variants base stock | grep "^==\|fwd_acc\|euler"
     ;;
   cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
     shift

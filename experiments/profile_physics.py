@@ -1,15 +1,16 @@
 """Where MuJoCo Warp's step spends its time in a boxjax world: a per-function tree, per model variant.
 
 Builds the block task's world (our fighter, the bag, the puppet opponent; `--task stance`: the stance
-arena), puts `--worlds` copies on the Warp device at the guard keyframe with the env's contact and
-constraint slots, and drives them with random controls (uniform over each actuator's range times
-`--ctrl-noise`, redrawn every step) so the worlds spread out. One `mjw.step` is captured in a CUDA graph
-and replayed `--steps` times: once with MuJoCo Warp's event tracer on (mean ms per step of every traced
-function, nested; CUDA only), once without it (physics steps per second). Each `--variant` is a list of MuJoCo
-Warp model overrides separated by ";" (e.g. "opt.iterations=2;opt.ls_iterations=4"); "base" is none,
-and "stock" is none with MuJoCo Warp's own factorisation instead of ours (`boxjax.physics.factor`, which the
-other variants install as in training). Writes the report to
-stdout and, with `--out`, JSON Lines rows (one per variant; the trace as nested {name: [ms, {...}]}).
+arena), puts `--worlds` copies on the Warp device at the "stance" keyframe (the guard) with the env's contact
+and constraint slots, and drives them with random controls (uniform over each actuator's range times
+`--ctrl-noise`, one of 8 draws per step) so the worlds spread out. One `mjw.step` is captured in a CUDA graph
+and replayed `--steps` times after a warm-up: once without the tracer (physics steps per second), once with
+MuJoCo Warp's event tracer on (mean ms per step of every traced function, nested; CUDA only). Each
+`--variants` entry is a list of MuJoCo Warp model overrides separated by ";" (e.g.
+"opt.iterations=2;opt.ls_iterations=4"); "base" is none, and "stock" is none with MuJoCo Warp's own
+factorisation instead of ours (`boxjax.physics.factor`, which the other variants install as in training).
+Prints a report per variant and, with `--out`, appends JSON Lines rows (one per variant; `trace_ms` is a
+list of [depth, function, ms] in call order).
 
     python experiments/profile_physics.py --body muscular --worlds 2048
     python experiments/profile_physics.py --variants base stock "opt.iterations=2;opt.ls_iterations=4"
@@ -28,14 +29,17 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+WARMUP_STEPS = 50
+"""Untimed replays of each captured graph before timing."""
+
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--body", default="muscular")
-    p.add_argument("--task", choices=("block", "stance"), default="block")
-    p.add_argument("--worlds", type=int, default=2048)
-    p.add_argument("--steps", type=int, default=200, help="replays timed per variant (after 50 warm-up)")
+    p.add_argument("--body", default="muscular", help="boxjax body")
+    p.add_argument("--task", choices=("block", "stance"), default="block", help="whose world")
+    p.add_argument("--worlds", type=int, default=2048, help="worlds stepped together")
+    p.add_argument("--steps", type=int, default=200, help=f"replays timed per variant (after {WARMUP_STEPS})")
     p.add_argument("--ctrl-noise", type=float, default=0.3, help="control noise, fraction of each range")
     p.add_argument("--variants", nargs="+", default=["base"], help='"base" or "key=value;key=value"')
     p.add_argument("--device", default=None, help="Warp device (default: Warp's default)")
@@ -66,13 +70,10 @@ def overrides(variant: str) -> list[str]:
 
 
 def flatten(trace: dict, depth: int = 0) -> list[tuple[int, str, float]]:
-    """(depth, name, total ms) rows of one event trace, parents before children."""
-    import warp as wp
-
+    """(depth, name, total ms) rows of one `EventTracer.trace()` (ms per call), parents before children."""
     rows = []
-    for name, (events, sub) in trace.items():
-        ms = sum(float(e) if not isinstance(e, tuple) else wp.get_event_elapsed_time(*e) for e in events)
-        rows.append((depth, name, ms))
+    for name, (events_ms, sub) in trace.items():
+        rows.append((depth, name, float(sum(events_ms))))
         rows.extend(flatten(sub, depth + 1))
     return rows
 
@@ -85,73 +86,78 @@ def mean_rows(per_step: list[list[tuple[int, str, float]]]) -> list[tuple[int, s
     return [(d, n, float(np.mean([rows[i][2] for rows in per_step]))) for i, (d, n, _) in enumerate(first)]
 
 
-def profile(args: argparse.Namespace, variant: str) -> dict:
-    """Trace and time one variant; returns its row."""
+def device_worlds(args: argparse.Namespace, variant: str):
+    """(model, data, (nworld, nu) control draws) on the current Warp device for one variant."""
     import mujoco
     import warp as wp
     from mujoco.mjx.third_party import mujoco_warp as mjw
     from mujoco.mjx.third_party.mujoco_warp._src import io as mjw_io
-    from mujoco.mjx.third_party.mujoco_warp._src import warp_util
 
     from boxjax.physics import factor
 
     mjm, key, ncon, njmax = world_model(args.task, args.body)
-    wp.config.quiet = True
     mjw_io.override_model(mjm, overrides(variant))
     factor.install(variant != "stock" and factor.needs_fused_factor(mjm))
     mjd = mujoco.MjData(mjm)
     mujoco.mj_resetDataKeyframe(mjm, mjd, key)
     mujoco.mj_forward(mjm, mjd)
+    m = mjw.put_model(mjm)
+    mjw_io.override_model(m, overrides(variant))
+    m.opt.warn_overflow = 0  # solver-cap warnings would flood the report
+    d = mjw.put_data(mjm, mjd, nworld=args.worlds, naconmax=args.worlds * ncon, njmax=njmax)
+    lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
+    mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * args.ctrl_noise
+    rng = np.random.default_rng(0)
+    draws = [rng.uniform(-1, 1, (args.worlds, mjm.nu)) for _ in range(8)]
+    return m, d, [wp.array((mid + half * u).astype(np.float32)) for u in draws]
+
+
+def replay(graph, d, controls: list, steps: int, tracer=None) -> tuple[float, list]:
+    """(mean wall seconds per replay of `graph`, per-replay flattened traces when `tracer` is given)."""
+    import warp as wp
+
+    traces, total_s = [], 0.0
+    for i in range(steps):
+        wp.copy(d.ctrl, controls[i % len(controls)])
+        wp.synchronize()
+        start = time.perf_counter()
+        wp.capture_launch(graph)
+        wp.synchronize()
+        total_s += time.perf_counter() - start
+        if tracer is not None:
+            traces.append(flatten(tracer.trace()))
+    return total_s / steps, traces
+
+
+def profile(args: argparse.Namespace, variant: str) -> dict:
+    """Time and trace one variant; returns its row."""
+    import warp as wp
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+    from mujoco.mjx.third_party.mujoco_warp._src import warp_util
+
     device = wp.get_device(args.device)
     with wp.ScopedDevice(device):
-        m = mjw.put_model(mjm)
-        mjw_io.override_model(m, overrides(variant))
-        m.opt.warn_overflow = 0  # solver-cap warnings would flood the report
-        d = mjw.put_data(mjm, mjd, nworld=args.worlds, naconmax=args.worlds * ncon, njmax=njmax)
-        lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
-        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * args.ctrl_noise
-        rng = np.random.default_rng(0)
-        controls = [
-            wp.array((mid + half * rng.uniform(-1, 1, (args.worlds, mjm.nu))).astype(np.float32))
-            for _ in range(8)
-        ]
-
-        def drive(i: int) -> None:
-            wp.copy(d.ctrl, controls[i % len(controls)])
-
-        def timed_replays(graph, steps: int, tracer=None) -> tuple[float, list]:
-            traces, total = [], 0.0
-            for i in range(steps):
-                drive(i)
-                wp.synchronize()
-                start = time.perf_counter()
-                wp.capture_launch(graph)
-                wp.synchronize()
-                total += time.perf_counter() - start
-                if tracer is not None:
-                    traces.append(flatten(tracer.trace()))
-            return total / steps, traces
-
+        m, d, controls = device_worlds(args, variant)
         with wp.ScopedCapture() as plain:
             mjw.step(m, d)
-        timed_replays(plain.graph, 50)
-        step_s, _ = timed_replays(plain.graph, args.steps)
+        replay(plain.graph, d, controls, WARMUP_STEPS)
+        step_s, _ = replay(plain.graph, d, controls, args.steps)
         traces = [[]]
         if device.is_cuda:  # the tracer records CUDA events
             with warp_util.EventTracer() as tracer:
                 with wp.ScopedCapture() as traced:
                     mjw.step(m, d)
-                _, traces = timed_replays(traced.graph, args.steps, tracer)
-        ncon_now = int(d.nacon.numpy()[0])
-        nefc_now = d.nefc.numpy()
-    rows = mean_rows(traces)
+                replay(traced.graph, d, controls, WARMUP_STEPS)
+                _, traces = replay(traced.graph, d, controls, args.steps, tracer)
+        contacts = int(d.nacon.numpy()[0])
+        rows_max = int(d.nefc.numpy().max())
     return {
         "variant": variant,
         "step_ms": 1e3 * step_s,
         "physics_steps_per_s": args.worlds / step_s,
-        "contacts_per_world_now": ncon_now / args.worlds,
-        "constraint_rows_max_now": int(nefc_now.max()),
-        "trace_ms": [[d_, n, round(ms, 4)] for d_, n, ms in rows],
+        "contacts_per_world_now": contacts / args.worlds,
+        "constraint_rows_max_now": rows_max,
+        "trace_ms": [[depth, name, round(ms, 4)] for depth, name, ms in mean_rows(traces)],
     }
 
 
@@ -170,14 +176,18 @@ def report(row: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Profile every variant and print (and optionally write) the rows."""
     args = parse(argv)
+    import importlib.metadata
+
     import warp as wp
 
     wp.config.quiet = True
     wp.init()
     device = wp.get_device(args.device)
+    versions = {name: importlib.metadata.version(name) for name in ("mujoco", "warp-lang")}
     for variant in args.variants:
         row = profile(args, variant)
         row.update(
+            versions=versions,
             device=device.name,
             body=args.body,
             task=args.task,

@@ -1,6 +1,7 @@
 """The benchmark and report tools' own logic: shape parsing, cost cells, CPU projections, the plot's
 reading of bench rows, the learning-check table (no GPU)."""
 
+import gzip
 import json
 import os
 import sys
@@ -8,6 +9,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+import _cli  # noqa: E402
 import bench_block  # noqa: E402
 import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
@@ -89,3 +91,16 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
     assert out[2].split(" | ")[:4] == ["| 1–2", "15", "50.0%", "1.5"]
     assert out[3].split(" | ")[-4:] == ["50%", "30%", "20%", "0.200 |"]
     assert learn_report.main([str(tmp_path), "--windows", "2"]) == 0
+
+
+def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
+    rows = [{"iteration": 1, "episode/return": 2.0}, {"iteration": 2, "episode/return": 3.0}]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    plain, zipped = tmp_path / "plain", tmp_path / "zipped"
+    plain.mkdir(), zipped.mkdir()
+    (plain / "metrics.jsonl").write_text(text)
+    with gzip.open(zipped / "metrics.jsonl.gz", "wt") as f:
+        f.write(text)
+    assert _cli.read_metrics(str(plain)) == rows == _cli.read_metrics(str(zipped))
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl.gz"):
+        _cli.read_metrics(str(tmp_path))

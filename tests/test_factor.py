@@ -229,6 +229,7 @@ def mixed(request):
     model = _mixed_model(request.param)
     layout = io.m_block_layout(model)
     assert layout["total"] > 0 and layout["has_sparse"]
+    assert layout["scalar_tiles" if request.param == "bag" else "gather_tiles"]  # the block path it covers
     samples = _samples(model, 3)
     samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor.stock_factor_solve_i())
     return model, samples, layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE, layout["total"]
@@ -303,6 +304,35 @@ def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
     ref = dict(zip(OUTPUTS, restrict(s["qLD"], s["qLDiagInv"], s["x"]), strict=True))
     stock_sparse = restrict(stock[0][:, total:], *stock[1:])
     _check(restrict(ours[0][:, total:], *ours[1:]), {**ref, "M": s["M"], "stock": stock_sparse}, stock_sparse)
+
+
+def test_patch_in_place_goes_to_stock(mixed):
+    """x is y (a solve in place): our kernel would overwrite y before the block kernels read it, so the
+    patch hands the call to MuJoCo Warp's own, bit for bit."""
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+    from mujoco.mjx.third_party.mujoco_warp._src import smooth
+
+    model, s, _, _ = mixed
+
+    def in_place(fn):
+        with wp.ScopedDevice("cpu"):
+            m, d = mjw.put_model(model), mjw.make_data(model, nworld=len(s["M"]))
+            M, xy = (
+                wp.array(s["M"].astype(np.float32), dtype=float),
+                wp.array(s["y"].astype(np.float32), dtype=float),
+            )
+            fn(m, d, M, wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv), xy, xy)
+            return xy.numpy()
+
+    factor.install()
+    try:
+        factor.register(model)
+        ours = in_place(smooth.factor_solve_i)
+    finally:
+        factor.install(False)
+    np.testing.assert_array_equal(ours, in_place(factor.stock_factor_solve_i()))
+    tol = max(RTOL, 2 * max(_rel(s["stock"][2][w], s["x"][w]) for w in range(len(s["x"]))))
+    assert max(_rel(ours[w], s["x"][w]) for w in range(len(s["x"]))) <= tol  # and it is a solve
 
 
 def test_factor_solve_jax(body):

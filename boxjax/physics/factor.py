@@ -116,7 +116,8 @@ def level_schedule(mj_model: mujoco.MjModel) -> Schedule:
     """
     nv, nc = mj_model.nv, mj_model.nC
     rowadr, rownnz = mj_model.M_rowadr.astype(np.int64), mj_model.M_rownnz.astype(np.int64)
-    sparse = importlib.import_module(_IO).m_block_layout(mj_model)["dof_adr"] == _types().Q_LD_BLOCK_SPARSE
+    layout = importlib.import_module(_IO).m_block_layout(mj_model)
+    sparse = layout["dof_adr"] == _types().Q_LD_BLOCK_SPARSE
     chains = _ancestors(mj_model)
     desc = [[] for _ in range(nv)]
     for k in np.flatnonzero(sparse):  # an ancestor is in its descendant's tree: only sparse rows get work
@@ -151,7 +152,12 @@ def level_schedule(mj_model: mujoco.MjModel) -> Schedule:
     for r in np.flatnonzero(sparse):
         ent_row[rowadr[r] : diag[r]] = r
     pairs = np.bincount([int(depth[i]) for k in np.flatnonzero(sparse) for i in chains[k]], minlength=1)
-    fingerprint = (nv, nc, tuple(int(n) for n in pairs if n))
+    tiles = [
+        (size, len(layout[kind][size]))
+        for kind in ("scalar_tiles", "gather_tiles")
+        for size in sorted(layout[kind])
+    ]
+    fingerprint = (nv, nc, tuple(int(n) for n in pairs if n), int(layout["total"]), tuple(tiles))
 
     def table(rows, width):
         return np.asarray(rows, np.int32).reshape(-1, width)
@@ -420,8 +426,16 @@ def _same_tables(a: Schedule, b: Schedule) -> bool:
 
 
 def _capture_fingerprint(m, M) -> tuple:
-    """The fingerprint as seen from MuJoCo Warp's Model inside the step (shapes only, no device reads)."""
-    return (int(m.nv), int(M.shape[1]), tuple(int(u.shape[0]) for u in m.qLD_updates))
+    """The fingerprint as seen from MuJoCo Warp's Model inside the step (shapes only, no device reads): sizes,
+    sparse-LDL updates per level, and the block path's packed length and tile sets (size, count)."""
+    tiles = tuple((int(t.size), int(t.adr.shape[0])) for t in m.M_tiles)
+    return (
+        int(m.nv),
+        int(M.shape[1]),
+        tuple(int(u.shape[0]) for u in m.qLD_updates),
+        int(m.qLD_block_total),
+        tiles,
+    )
 
 
 _ORIGINAL: dict[str, object] = {}
@@ -430,15 +444,18 @@ _WARNED: set[tuple] = set()
 
 def _factor_solve_i(m, d, M, L, D, x, y):
     """Drop-in for MuJoCo Warp's `smooth.factor_solve_i`: our kernel on the LDL region, then (mixed models)
-    MuJoCo Warp's own block kernels, which redo x of the block-path dofs and write their factors."""
-    if L.shape[1] > m.qLD_block_total:  # a tree on the sparse-LDL path
+    MuJoCo Warp's own block kernels, which redo x of the block-path dofs and write their factors.
+
+    In place (x is y) goes to MuJoCo Warp's own: our kernel writes x of every dof before the block kernels
+    read y."""
+    if L.shape[1] > m.qLD_block_total and x.ptr != y.ptr:  # a tree on the sparse-LDL path
         fingerprint = _capture_fingerprint(m, M)
         schedule = _SCHEDULES.get(fingerprint)
         key = None if schedule is None else (id(schedule), M.device.alias)
         if key in _TABLES:
             launch(schedule, _TABLES[key][1], M, y, L[:, m.qLD_block_total :], D, x)
             if m.M_tiles:
-                importlib.import_module(_SMOOTH)._factor_solve_blocks(m, d, M, L, D, x, y)
+                _ORIGINAL["factor_solve_blocks"](m, d, M, L, D, x, y)
             return
         if fingerprint not in _WARNED:
             _WARNED.add(fingerprint)
@@ -471,6 +488,7 @@ def install(enabled: bool = True) -> None:
     smooth = importlib.import_module(_SMOOTH)
     package = importlib.import_module(_PACKAGE)
     if enabled and not _ORIGINAL:
+        _ORIGINAL["factor_solve_blocks"] = smooth._factor_solve_blocks  # mixed models (fails here if renamed)
         _ORIGINAL["factor_solve_i"] = smooth.factor_solve_i
         _ORIGINAL["put_model"] = package.put_model
         smooth.factor_solve_i = _factor_solve_i
@@ -478,6 +496,7 @@ def install(enabled: bool = True) -> None:
     elif not enabled and _ORIGINAL:
         smooth.factor_solve_i = _ORIGINAL.pop("factor_solve_i")
         package.put_model = _ORIGINAL.pop("put_model")
+        _ORIGINAL.clear()
     wp.clear_jax_callable_graph_cache()
 
 
