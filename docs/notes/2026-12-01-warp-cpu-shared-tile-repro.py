@@ -2,7 +2,8 @@
 
 One block of 64 lanes (fibers), four shared tiles (1662, 89, 89, 152 floats): lanes write A, B, C, barrier, write S
 from A and B, barrier, read S. Lane 63 reads S[88] and S[24] (written by lane 24 before the barrier) as 0.
-With the C tile removed, or a second barrier, it prints True. Seen 2026-12-01 on the x86-64 dev machine while
+With the C tile removed, or C allocated but never written, or a second barrier, it prints True; with 32
+lanes lane 31 fails the same way. Seen 2026-12-01 on the x86-64 dev machine while
 trying the shared-memory factor kernel (2026-12-01-shared-memory-factor.patch), which fails the fibers64 test the
 same way. Run: `.venv/bin/python docs/notes/2026-12-01-warp-cpu-shared-tile-repro.py` (expect "False [ 63 127]").
 """
