@@ -3,8 +3,8 @@
 Two figures per body and world count, on a GPU:
   factor_ms            one factor+solve of all worlds (stock `smooth.factor_solve_i`, ~28 launches, vs our
                        kernel), each captured in a CUDA graph and replayed many times between CUDA events;
-  physics_steps_per_s  vmapped `mjx.step` (impl="warp") in a `lax.scan`, with and without `factor.install()`,
-                       each variant in its own subprocess so no trace or Warp graph is shared.
+  physics_steps_per_s  vmapped `mjx.step` (impl="warp") in a `lax.scan`, with and without
+                       `factor_patch.install()`, each variant in its own subprocess (nothing shared).
 Compile time is kept out of the steady state; the Warp kernel cache is shared by all subprocesses
 (`WARP_CACHE_PATH`, see `boxjax.platform`). Rows go to results/bench/factor-<device>-<date>.jsonl.
 
@@ -98,7 +98,7 @@ def factor_times(mj_model, worlds: int, reps: int) -> tuple[float, float, float]
     import warp as wp
     from mujoco.mjx.third_party import mujoco_warp as mjw
 
-    from boxjax.physics import factor
+    from boxjax.physics import factor, factor_patch
 
     schedule = factor.level_schedule(mj_model)
     M_np, y_np = _samples(mj_model, worlds)
@@ -109,7 +109,7 @@ def factor_times(mj_model, worlds: int, reps: int) -> tuple[float, float, float]
         outs = {v: (wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv), wp.zeros_like(y)) for v in ("s", "f")}
         scratch = wp.empty((worlds, schedule.nslot), dtype=float)
         tables = factor.device_tables(schedule, "cuda:0")
-        stock = factor.stock_factor_solve_i()
+        stock = factor_patch.stock_factor_solve_i()
         stock_ms = _graph_ms(lambda: stock(m, d, M, *outs["s"], y), reps)
         fused_ms = _graph_ms(lambda: factor.launch(schedule, tables, M, y, *outs["f"], scratch), reps)
         xs, xf = outs["s"][2].numpy(), outs["f"][2].numpy()
@@ -127,10 +127,10 @@ def physics_worker(body: str, variant: str, worlds_list: list[int], steps: int, 
     from mujoco import mjx
     from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
 
-    from boxjax.physics import factor
+    from boxjax.physics import factor_patch
 
     if variant == "fused":
-        factor.install()
+        factor_patch.install()
     mj_model, (ncon, njmax) = build(body)
     mx = mjx.put_model(mj_model, impl="warp")
     quiet = int(OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS))

@@ -93,11 +93,11 @@ def device_worlds(args: argparse.Namespace, variant: str):
     from mujoco.mjx.third_party import mujoco_warp as mjw
     from mujoco.mjx.third_party.mujoco_warp._src import io as mjw_io
 
-    from boxjax.physics import factor
+    from boxjax.physics import factor_patch
 
     mjm, key, ncon, njmax = world_model(args.task, args.body)
     mjw_io.override_model(mjm, overrides(variant))
-    factor.install(variant != "stock" and factor.needs_fused_factor(mjm))
+    factor_patch.install(variant != "stock" and factor_patch.needs_fused_factor(mjm))
     mjd = mujoco.MjData(mjm)
     mujoco.mj_resetDataKeyframe(mjm, mjd, key)
     mujoco.mj_forward(mjm, mjd)

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from boxjax.physics import _synthetic, factor
+from boxjax.physics import _synthetic, factor, factor_patch
 
 RTOL = 1e-5
 """Normwise relative error allowed for a float32 factor/solve against the float64 reference."""
@@ -74,7 +74,7 @@ def body(request):
     """(name, model, schedule, samples) for each body; samples["stock"] is stock MuJoCo Warp's (on CPU)."""
     model = _model(request.param)
     samples = _samples(model, 6)
-    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor.stock_factor_solve_i())
+    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor_patch.stock_factor_solve_i())
     return request.param, model, factor.level_schedule(model), samples
 
 
@@ -98,18 +98,18 @@ def _check(got, s, stock=None):
 
 
 def test_needs_fused_factor():
-    assert factor.needs_fused_factor(_synthetic.tree_model())
+    assert factor_patch.needs_fused_factor(_synthetic.tree_model())
     small = mujoco.MjModel.from_xml_string(
         "<mujoco><worldbody><body><freejoint/><geom size='.1'/><body><joint/><geom size='.1'/></body>"
         "</body></worldbody></mujoco>"
     )
-    assert not factor.needs_fused_factor(small)
-    assert factor.register(small) is None
+    assert not factor_patch.needs_fused_factor(small)
+    assert factor_patch.register(small) is None
 
 
 def test_numpy_schedule_matches_mj_factorM(body):
     name, model, schedule, s = body
-    assert model.nv >= 80 and factor.needs_fused_factor(model), name
+    assert model.nv >= 80 and factor_patch.needs_fused_factor(model), name
     for w in range(len(s["M"])):
         qLD, dinv, x = factor.factor_numpy(model, s["M"][w], s["y"][w], schedule)
         assert _rel(qLD, s["qLD"][w]) <= RTOL
@@ -191,14 +191,14 @@ def test_patch_matches_stock_mjwarp_on_cpu(body):
     from mujoco.mjx.third_party.mujoco_warp._src import smooth
 
     _, model, schedule, s = body
-    factor.install()
+    factor_patch.install()
     try:
-        assert smooth.factor_solve_i is not factor.stock_factor_solve_i()
-        factor.register(model)
+        assert smooth.factor_solve_i is not factor_patch.stock_factor_solve_i()
+        factor_patch.register(model)
         ours = _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
     finally:
-        factor.install(False)
-    assert smooth.factor_solve_i is factor.stock_factor_solve_i() and not factor.installed()
+        factor_patch.install(False)
+    assert smooth.factor_solve_i is factor_patch.stock_factor_solve_i() and not factor_patch.installed()
     direct = _warp_run(schedule, s["M"], s["y"], "cpu")
     for a, b in zip(ours, direct, strict=True):
         np.testing.assert_array_equal(a, b)  # the patch ran our kernel, bit for bit
@@ -231,7 +231,7 @@ def mixed(request):
     assert layout["total"] > 0 and layout["has_sparse"]
     assert layout["scalar_tiles" if request.param == "bag" else "gather_tiles"]  # the block path it covers
     samples = _samples(model, 3)
-    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor.stock_factor_solve_i())
+    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor_patch.stock_factor_solve_i())
     return model, samples, layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE, layout["total"]
 
 
@@ -241,14 +241,14 @@ def test_mixed_model_schedule(mixed):
     from mujoco.mjx.third_party import mujoco_warp as mjw
 
     model, s, sparse, _ = mixed
-    schedule = factor.register(model)
+    schedule = factor_patch.register(model)
     assert schedule is not None
     rows = np.flatnonzero(sparse)
     assert np.isin(schedule.desc[:, 0], rows).all() and np.isin(schedule.bwd[:, :2], rows).all()
     assert np.isin(schedule.ent_row[schedule.ent_row >= 0], rows).all()
     with wp.ScopedDevice("cpu"):
         m = mjw.put_model(model)
-    assert schedule.fingerprint == factor._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
+    assert schedule.fingerprint == factor_patch._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
     entry = sparse[np.repeat(np.arange(model.nv), model.M_rownnz)]  # CSR entries of sparse-path rows
     for w in range(len(s["M"])):
         qLD, dinv, x = factor.factor_numpy(model, s["M"][w], s["y"][w], schedule)
@@ -266,13 +266,16 @@ def test_block_world_takes_the_fused_factor():
     from boxjax.mjcf import puppet
 
     model = puppet.build("muscular").model
-    assert model.tree_dofnum.max() > factor._dense_max() and model.tree_dofnum.min() <= factor._dense_max()
-    schedule = factor.register(model)
+    assert (
+        model.tree_dofnum.max() > factor_patch._dense_max()
+        and model.tree_dofnum.min() <= factor_patch._dense_max()
+    )
+    schedule = factor_patch.register(model)
     assert schedule is not None
     with wp.ScopedDevice("cpu"):
         m = mjw.put_model(model)
     assert m.M_tiles and m.qLD_block_total > 0
-    assert schedule.fingerprint == factor._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
+    assert schedule.fingerprint == factor_patch._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
 
 
 def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
@@ -280,12 +283,12 @@ def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
     from mujoco.mjx.third_party.mujoco_warp._src import smooth
 
     model, s, sparse, total = mixed
-    factor.install()
+    factor_patch.install()
     try:
-        schedule = factor.register(model)
+        schedule = factor_patch.register(model)
         ours = _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
     finally:
-        factor.install(False)
+        factor_patch.install(False)
     stock = s["stock"]
     direct = _warp_run(schedule, s["M"], s["y"], "cpu")
     np.testing.assert_array_equal(ours[0][:, total:], direct[0])  # the patch ran our kernel
@@ -324,13 +327,13 @@ def test_patch_in_place_goes_to_stock(mixed):
             fn(m, d, M, wp.zeros_like(d.qLD), wp.zeros_like(d.qLDiagInv), xy, xy)
             return xy.numpy()
 
-    factor.install()
+    factor_patch.install()
     try:
-        factor.register(model)
+        factor_patch.register(model)
         ours = in_place(smooth.factor_solve_i)
     finally:
-        factor.install(False)
-    np.testing.assert_array_equal(ours, in_place(factor.stock_factor_solve_i()))
+        factor_patch.install(False)
+    np.testing.assert_array_equal(ours, in_place(factor_patch.stock_factor_solve_i()))
     tol = max(RTOL, 2 * max(_rel(s["stock"][2][w], s["x"][w]) for w in range(len(s["x"]))))
     assert max(_rel(ours[w], s["x"][w]) for w in range(len(s["x"]))) <= tol  # and it is a solve
 
@@ -359,7 +362,7 @@ def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> 
     from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
 
     if variant == "fused":
-        factor.install()
+        factor_patch.install()
     model = _model(body)
     mx = mjx.put_model(model, impl="warp")
     quiet = int(OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS))
@@ -399,7 +402,7 @@ def test_episode_on_cpu_synthetic():
         stock = episode("synthetic", "stock", 100, 2)
         fused = episode("synthetic", "fused", 100, 2)
     finally:
-        factor.install(False)
+        factor_patch.install(False)
     model = _synthetic.tree_model()
     err = np.abs(_joint_angles(model, fused) - _joint_angles(model, stock)).max()
     print(f"cpu episode: max joint-angle difference {err:.3g} rad")
@@ -410,7 +413,7 @@ def test_episode_on_cpu_synthetic():
 @needs_gpu
 def test_gpu_factor_matches_stock(body):
     _, model, schedule, s = body
-    stock = _stock_mjwarp(model, s, "cuda:0", factor.stock_factor_solve_i())
+    stock = _stock_mjwarp(model, s, "cuda:0", factor_patch.stock_factor_solve_i())
     ours = _warp_run(schedule, s["M"], s["y"], "cuda:0")
     _check(ours, {**s, "stock": stock}, stock)
 

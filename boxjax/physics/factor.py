@@ -17,7 +17,7 @@ exactly MuJoCo Warp's layout, so the rest of MuJoCo Warp reads them unchanged. I
 on MuJoCo Warp's dense "block" path too) the schedule covers the sparse-path trees only, and MuJoCo Warp's
 own block kernels run after ours for the rest.
 
-`install()` swaps it into the MuJoCo Warp copy that MJX runs; see its docstring for the ordering rule.
+`boxjax.physics.factor_patch.install()` swaps it into the MuJoCo Warp copy that MJX runs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import warnings
 
 import mujoco
 import numpy as np
@@ -36,10 +35,13 @@ CHUNK = 8
 LANES = 64
 """Threads per world (one block)."""
 
-_SMOOTH = "mujoco.mjx.third_party.mujoco_warp._src.smooth"
 _TYPES = "mujoco.mjx.third_party.mujoco_warp._src.types"
 _IO = "mujoco.mjx.third_party.mujoco_warp._src.io"
-_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
+
+
+def _types():
+    """MuJoCo Warp's `types` module (its globals are read at call time: one may change them)."""
+    return importlib.import_module(_TYPES)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -337,7 +339,6 @@ def lanes_for(device) -> int:
 
 
 _TABLES: dict[tuple, tuple[Schedule, tuple[wp.array, ...]]] = {}
-_SCHEDULES: dict[tuple, Schedule] = {}
 
 
 def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
@@ -347,6 +348,12 @@ def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
     if key not in _TABLES:  # the schedule is kept alongside so its id stays unique
         _TABLES[key] = (schedule, tuple(wp.array(a, dtype=int, device=device) for a in schedule.arrays()))
     return _TABLES[key][1]
+
+
+def uploaded_tables(schedule: Schedule, device) -> tuple[wp.array, ...] | None:
+    """The schedule's tables on `device` if `device_tables` uploaded them, else None (safe in a capture)."""
+    entry = _TABLES.get((id(schedule), wp.get_device(device).alias))
+    return None if entry is None else entry[1]
 
 
 def launch(
@@ -380,134 +387,6 @@ def launch(
         block_dim=lanes,
         device=M.device,
     )
-
-
-def needs_fused_factor(mj_model: mujoco.MjModel) -> bool:
-    """True when a kinematic tree is larger than MuJoCo Warp's dense-block limit (so M takes sparse LDLᵀ)."""
-    return bool(np.any(mj_model.tree_dofnum > _dense_max()))
-
-
-def register(mj_model: mujoco.MjModel) -> Schedule | None:
-    """Builds `mj_model`'s schedule and uploads its tables to every Warp device, for the installed patch.
-
-    The patch runs inside a CUDA-graph capture, where it can neither read the model back nor upload
-    tables, so it finds them by a structural fingerprint (nv, nC, MuJoCo Warp's per-level update counts).
-    `install()` calls this from `put_model` automatically. Returns None for models the patch leaves alone
-    (no tree on the sparse-LDL path).
-    """
-    if not needs_fused_factor(mj_model):
-        return None
-    schedule = level_schedule(mj_model)
-    known = _SCHEDULES.get(schedule.fingerprint)
-    if known is not None and not _same_tables(known, schedule):
-        raise ValueError(
-            f"two models share the factor fingerprint {schedule.fingerprint}; cannot tell them apart"
-        )
-    schedule = known or schedule
-    _SCHEDULES[schedule.fingerprint] = schedule
-    for device in wp.get_devices():
-        device_tables(schedule, device)
-    return schedule
-
-
-def _types():
-    """MuJoCo Warp's `types` module (its globals are read at call time: one may change them)."""
-    return importlib.import_module(_TYPES)
-
-
-def _dense_max() -> int:
-    """MuJoCo Warp's dense-block limit."""
-    return _types().M_BLOCK_DENSE_MAX
-
-
-def _same_tables(a: Schedule, b: Schedule) -> bool:
-    """Whether two schedules have identical tables."""
-    return all(np.array_equal(u, v) for u, v in zip(a.arrays(), b.arrays(), strict=True))
-
-
-def _capture_fingerprint(m, M) -> tuple:
-    """The fingerprint as seen from MuJoCo Warp's Model inside the step (shapes only, no device reads): sizes,
-    sparse-LDL updates per level, and the block path's packed length and tile sets (size, count)."""
-    tiles = tuple((int(t.size), int(t.adr.shape[0])) for t in m.M_tiles)
-    return (
-        int(m.nv),
-        int(M.shape[1]),
-        tuple(int(u.shape[0]) for u in m.qLD_updates),
-        int(m.qLD_block_total),
-        tiles,
-    )
-
-
-_ORIGINAL: dict[str, object] = {}
-_WARNED: set[tuple] = set()
-
-
-def _factor_solve_i(m, d, M, L, D, x, y):
-    """Drop-in for MuJoCo Warp's `smooth.factor_solve_i`: our kernel on the LDL region, then (mixed models)
-    MuJoCo Warp's own block kernels, which redo x of the block-path dofs and write their factors.
-
-    In place (x is y) goes to MuJoCo Warp's own: our kernel writes x of every dof before the block kernels
-    read y."""
-    if L.shape[1] > m.qLD_block_total and x.ptr != y.ptr:  # a tree on the sparse-LDL path
-        fingerprint = _capture_fingerprint(m, M)
-        schedule = _SCHEDULES.get(fingerprint)
-        key = None if schedule is None else (id(schedule), M.device.alias)
-        if key in _TABLES:
-            launch(schedule, _TABLES[key][1], M, y, L[:, m.qLD_block_total :], D, x)
-            if m.M_tiles:
-                _ORIGINAL["factor_solve_blocks"](m, d, M, L, D, x, y)
-            return
-        if fingerprint not in _WARNED:
-            _WARNED.add(fingerprint)
-            warnings.warn(
-                f"boxjax fused factor: no registered model with fingerprint {fingerprint} on {M.device}; "
-                "using MuJoCo Warp's own factorisation (call factor.install() before mjx.put_model)",
-                stacklevel=2,
-            )
-    _ORIGINAL["factor_solve_i"](m, d, M, L, D, x, y)
-
-
-def _put_model(mjm, *args, **kwargs):
-    """MuJoCo Warp's `put_model`, registering the model's factor schedule first."""
-    register(mjm)
-    return _ORIGINAL["put_model"](mjm, *args, **kwargs)
-
-
-def install(enabled: bool = True) -> None:
-    """Swaps our fused factor+solve into the MuJoCo Warp that MJX runs (`install(False)` restores it).
-
-    Patches `smooth.factor_solve_i` of `mujoco.mjx.third_party.mujoco_warp` (MuJoCo Warp's `forward.py`
-    calls it through the module attribute, in `fwd_acceleration`, `euler` and `implicit`) and wraps the
-    package's `put_model` so every `mjx.put_model(..., impl="warp")` registers its model.
-
-    Order matters: call it before `mjx.put_model` and before the first trace of `mjx.step`. The patched
-    Python runs when Warp captures the step's CUDA graph, so a graph captured before the switch keeps the
-    old code. This clears the graph caches of `GraphMode.WARP` callables so the next call recaptures;
-    staged graph modes cannot be cleared, so there switch in a fresh process.
-    """
-    smooth = importlib.import_module(_SMOOTH)
-    package = importlib.import_module(_PACKAGE)
-    if enabled and not _ORIGINAL:
-        _ORIGINAL["factor_solve_blocks"] = smooth._factor_solve_blocks  # mixed models (fails here if renamed)
-        _ORIGINAL["factor_solve_i"] = smooth.factor_solve_i
-        _ORIGINAL["put_model"] = package.put_model
-        smooth.factor_solve_i = _factor_solve_i
-        package.put_model = _put_model
-    elif not enabled and _ORIGINAL:
-        smooth.factor_solve_i = _ORIGINAL.pop("factor_solve_i")
-        package.put_model = _ORIGINAL.pop("put_model")
-        _ORIGINAL.clear()
-    wp.clear_jax_callable_graph_cache()
-
-
-def installed() -> bool:
-    """Whether `install()` is in effect."""
-    return bool(_ORIGINAL)
-
-
-def stock_factor_solve_i():
-    """MuJoCo Warp's own `factor_solve_i`, whether or not the patch is installed (for tests and benches)."""
-    return _ORIGINAL.get("factor_solve_i") or importlib.import_module(_SMOOTH).factor_solve_i
 
 
 def factor_solve_jax(mj_model: mujoco.MjModel, lanes: int | None = None):

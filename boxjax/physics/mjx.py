@@ -79,11 +79,11 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     if config.impl == "warp":
         import warp
 
-        from boxjax.physics import factor
+        from boxjax.physics import factor_patch
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         fused = config.fused_factor
-        factor.install(factor.needs_fused_factor(mj_model) if fused is None else fused)
+        factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
     model = mjx.put_model(mj_model, impl=config.impl)
     if config.impl == "warp":
         quiet = sum(OVERFLOW_BITS.values())
