@@ -61,7 +61,7 @@ import numpy as np
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import ik, punches, rewards, scoring, vision, walk
+from boxjax.envs import frames, ik, punches, rewards, scoring, vision, walk
 from boxjax.envs import teacher as teacher_lib
 from boxjax.envs.base import State
 from boxjax.envs.block_config import (
@@ -106,38 +106,6 @@ def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple
     return jnp.where(over, new_punch, punch), jnp.where(over, -gap, frame)
 
 
-def heading(quat: jax.Array) -> jax.Array:
-    """() yaw (rad) of the forward (x) axis of a body with orientation `quat` (w, x, y, z)."""
-    w, x, y, z = quat[0], quat[1], quat[2], quat[3]
-    return jnp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def to_heading_frame(yaw: jax.Array, vec: jax.Array) -> jax.Array:
-    """World vectors (..., 3) in the frame turned by `yaw` about z (x forward, y left, z up)."""
-    c, s = jnp.cos(yaw), jnp.sin(yaw)
-    x, y = vec[..., 0], vec[..., 1]
-    return jnp.stack([c * x + s * y, c * y - s * x, vec[..., 2]], axis=-1)
-
-
-def turn_quat(quat: jax.Array, yaw: jax.Array) -> jax.Array:
-    """Orientations (..., 4) (w, x, y, z) turned by `yaw` about the world z axis."""
-    h = 0.5 * yaw
-    w, z = jnp.cos(h), jnp.sin(h)
-    q0, q1, q2, q3 = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    return jnp.stack([w * q0 - z * q3, w * q1 - z * q2, w * q2 + z * q1, w * q3 + z * q0], axis=-1)
-
-
-def turn_xy(xy: jax.Array, yaw: jax.Array) -> jax.Array:
-    """Floor vectors (..., 2) turned by `yaw` about z."""
-    c, s = jnp.cos(yaw), jnp.sin(yaw)
-    return jnp.stack([c * xy[..., 0] - s * xy[..., 1], s * xy[..., 0] + c * xy[..., 1]], axis=-1)
-
-
-def turn_root(root: jax.Array, yaw: jax.Array, xy: jax.Array) -> jax.Array:
-    """Free-joint qpos (7,) turned by `yaw` about z and moved to floor position `xy`."""
-    return jnp.concatenate([xy, root[2:3], turn_quat(root[3:7], yaw)])
-
-
 def follow_anchor(anchor: jax.Array, target: jax.Array, max_step_m: float, max_turn_rad: float) -> jax.Array:
     """The opponent's anchor (3,) (x m, y m, turn rad) moved toward `target` (3,): at most `max_step_m`
     on the floor and `max_turn_rad` about z (the shorter way round)."""
@@ -154,8 +122,8 @@ def place_scene(
 ) -> tuple[jax.Array, jax.Array]:
     """Recorded body positions (B, 3) and orientations (B, 4) moved with the scene: turned by anchor[2]
     about the vertical through `ref_xy` (2,), then `ref_xy` moved to anchor[:2]. Heights are kept."""
-    xy = turn_xy(pos[:, :2] - ref_xy, anchor[2]) + anchor[:2]
-    return jnp.concatenate([xy, pos[:, 2:]], axis=-1), turn_quat(quat, anchor[2])
+    xy = frames.turn_xy(pos[:, :2] - ref_xy, anchor[2]) + anchor[:2]
+    return jnp.concatenate([xy, pos[:, 2:]], axis=-1), frames.turn_quat(quat, anchor[2])
 
 
 def bag_gaps(gloves: vision.Capsules, bag: vision.Capsules) -> tuple[jax.Array, jax.Array]:
@@ -231,7 +199,7 @@ class BlockEnv:
         """(8,) actuator positions of the IK's arm joints."""
         root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
         with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
-            yaw = float(heading(jnp.asarray(root[3:7])))
+            yaw = float(frames.yaw(jnp.asarray(root[3:7])))
         self.scene_ref = np.array([root[0], root[1], yaw], np.float32)
         """(3,) our pelvis (x, y, heading) at the guard keyframe: where the punch recordings put us."""
         guard = mujoco.MjData(model)
@@ -247,7 +215,7 @@ class BlockEnv:
         self.body_weight_n = float(model.body_subtreemass[me.pelvis_body] * -model.opt.gravity[2])
         self.guard_height = float(me.stance_qpos[2])
         with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
-            self.guard_yaw = float(heading(jnp.asarray(me.stance_qpos[3:7])))
+            self.guard_yaw = float(frames.yaw(jnp.asarray(me.stance_qpos[3:7])))
         """The pelvis yaw of the guard: the hips turn this far from the facing direction."""
 
     def _layout(self) -> dict[str, slice]:
@@ -463,7 +431,7 @@ class BlockEnv:
         me, info = self.me, state.info
         root = state.data.qpos[me.qpos_adr : me.qpos_adr + 7]
         rel = jnp.concatenate([info.spot - root[:2], jnp.zeros((1,), jnp.float32)])
-        local = to_heading_frame(self._facing(root[3:7]), rel)[:2]
+        local = frames.to_heading_frame(self._facing(root[3:7]), rel)[:2]
         dist = jnp.linalg.norm(local)
         speed = self.config.walk_speed_mps * jnp.clip(dist / 0.5, 0.0, 1.0)
         active = (info.kind == WALK) & (info.reached < 0.5)
@@ -494,8 +462,8 @@ class BlockEnv:
         dist = jax.random.uniform(k_dist, (), jnp.float32, *cfg.bag_distance_m)
         bag_xy = jnp.asarray(self.bag_rest[:2])
         facing_bag = bag_xy - dist * jnp.stack([jnp.cos(yaw), jnp.sin(yaw)])
-        walk = turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
-        bag = turn_root(root, yaw, facing_bag)
+        walk = frames.turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
+        bag = frames.turn_root(root, yaw, facing_bag)
         root = jnp.where(kind == WALK, walk, jnp.where(kind == BAG, bag, root))
         return qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
 
@@ -535,9 +503,9 @@ class BlockEnv:
         """The opponent's anchor (3,) one control step closer to the one that puts the recording's head
         on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`."""
         cfg, adr = self.config, self.me.qpos_adr
-        turn = heading(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
+        turn = frames.yaw(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
         head = data.geom_xpos[self.me.head_geom_id, :2]
-        target = jnp.concatenate([head - turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
+        target = jnp.concatenate([head - frames.turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
         return follow_anchor(
             anchor,
             target,
@@ -586,10 +554,10 @@ class BlockEnv:
         cfg, me = self.config, self.me
         is_kind = [(info.kind == i).astype(jnp.float32) for i in range(len(KINDS))]
         root = data.qpos[me.qpos_adr : me.qpos_adr + 7]
-        yaw = heading(root[3:7])
+        yaw = frames.yaw(root[3:7])
         # command: gloves against their targets, in the heading frame, from the head
         gloves_now = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
-        offsets = to_heading_frame(yaw, gloves_now - data.xpos[self.arm_ik.head_body])
+        offsets = frames.to_heading_frame(yaw, gloves_now - data.xpos[self.arm_ik.head_body])
         error = jnp.linalg.norm(offsets - info.command_offset, axis=-1)
         on_target = jnp.all(error <= cfg.command_tolerance_m) & (is_kind[COMMAND] > 0)
         hold = jnp.where(on_target, info.hold + 1, 0)
@@ -707,11 +675,11 @@ class BlockEnv:
                 info.pose_ref[jnp.asarray(self.arm_act)] - guard_arms,
             ]
         )
-        spot = to_heading_frame(
+        spot = frames.to_heading_frame(
             facing, jnp.concatenate([info.spot - qpos[root_q : root_q + 2], jnp.zeros(1)])
         )
         walk = jnp.concatenate([spot[:2], jnp.linalg.norm(spot[:2], keepdims=True)])
-        bag = to_heading_frame(facing, bag_pos - qpos[root_q : root_q + 3])
+        bag = frames.to_heading_frame(facing, bag_pos - qpos[root_q : root_q + 3])
         parts = [
             qpos[jnp.asarray(me.act_qpos_adr)],
             0.1 * qvel[jnp.asarray(me.act_dof_adr)],
@@ -732,7 +700,7 @@ class BlockEnv:
     def _facing(self, quat: jax.Array) -> jax.Array:
         """() the direction our fighter faces (rad about +z): the pelvis yaw less the guard's hip turn, as
         `boxjax.envs.walk.heading` (0 for the guard of the face episodes, looking at the opponent)."""
-        return heading(quat) - self.guard_yaw
+        return frames.yaw(quat) - self.guard_yaw
 
     def _rewards(self, data, touch, action, info: BlockInfo):
         """The terms every kind shares (around the episode's reference pose) and the fall flag."""

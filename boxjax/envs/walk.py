@@ -27,7 +27,7 @@ from flax import struct
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import rewards
+from boxjax.envs import frames, rewards
 from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import poses
 from boxjax.physics import mjx as physics
@@ -132,30 +132,18 @@ class WalkInfo:
 
 
 # -- the observation, shared with other tasks ---------------------------------------------------------
-def _yaw(quat: jax.Array) -> jax.Array:
-    """Heading (rad) of a body's +x axis projected on the floor, from its quaternion (w, x, y, z)."""
-    w, x, y, z = quat[0], quat[1], quat[2], quat[3]
-    return jnp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
 def heading(index: mjcf.FighterIndex, qpos: jax.Array) -> jax.Array:
     """() float32 the world direction (rad about +z, 0 = +x) the fighter faces: its pelvis yaw less the
     pelvis turn of the guard (the `stance` pose's), so both fighters of a keyframe face each other."""
     quat = qpos[index.qpos_adr + 3 : index.qpos_adr + 7]
-    return (_yaw(quat) - GUARD_PELVIS_YAW).astype(jnp.float32)
-
-
-def to_heading_frame(yaw: jax.Array, vec: jax.Array) -> jax.Array:
-    """World vector (3,) in the frame turned by `yaw` about +z (its x is forward, y left)."""
-    c, s = jnp.cos(yaw), jnp.sin(yaw)
-    return jnp.stack([c * vec[0] + s * vec[1], -s * vec[0] + c * vec[1], vec[2]])
+    return (frames.yaw(quat) - GUARD_PELVIS_YAW).astype(jnp.float32)
 
 
 def root_velocity(index: mjcf.FighterIndex, data: mjx.Data) -> tuple[jax.Array, jax.Array]:
     """Root linear velocity (3,) in the heading frame and the world yaw rate () in rad/s."""
     quat = data.qpos[index.qpos_adr + 3 : index.qpos_adr + 7]
     v = index.dof_adr
-    linear = to_heading_frame(heading(index, data.qpos), data.qvel[v : v + 3])
+    linear = frames.to_heading_frame(heading(index, data.qpos), data.qvel[v : v + 3])
     conjugate = quat * jnp.asarray([1.0, -1.0, -1.0, -1.0], quat.dtype)
     angular_world = rewards.quat_rotate_inverse(conjugate, data.qvel[v + 3 : v + 6])
     return linear, angular_world[2]
