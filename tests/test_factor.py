@@ -278,11 +278,13 @@ def test_block_world_takes_the_fused_factor():
     assert schedule.fingerprint == factor_patch._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
 
 
-def test_patch_matches_stock_mjwarp_on_mixed_model(mixed):
+@pytest.mark.parametrize("cpu_blocks", [False, True], ids=["block1", "fibers64"])
+def test_patch_matches_stock_mjwarp_on_mixed_model(mixed, cpu_blocks, monkeypatch):
     """Our kernel on the LDL region, then MuJoCo Warp's block kernels: block-path dofs exactly as stock."""
     from mujoco.mjx.third_party.mujoco_warp._src import smooth
 
     model, s, sparse, total = mixed
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", cpu_blocks)
     factor_patch.install()
     try:
         schedule = factor_patch.register(model)
