@@ -2,8 +2,10 @@
 
 For each block run a markdown table over windows of iterations (means within each window): return, falls,
 the success counts per iteration (goals, commands held, recoveries, bag hits, blocks), the outcome shares of
-arriving punches (parried, missed, hit; blocked = parried plus the landed ones that scored low) and the
-distillation loss. Reads runs/NAME/metrics.jsonl, written by experiments/block.py.
+arriving punches (parried, missed, hit; blocked = parried plus the landed ones that scored low), the parried
+share of the punches that reached the fighter (parried over parried plus hit: the block skill itself, which
+standing out of reach does not raise) and the distillation loss. Reads runs/NAME/metrics.jsonl (or .gz),
+written by experiments/block.py.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ def window_cells(window: list[dict]) -> list[str]:
     cells = [span] + [fmt.format(mean(key)) for _, key, fmt in COLUMNS]
     arrived = mean("env/punch/arrived")
     cells += [f"{mean(f'env/punch/{k}') / arrived:.0%}" if arrived > 0 else "–" for k in SHARES]
+    reached = mean("env/punch/parried") + mean("env/punch/hit")
+    cells.append(f"{mean('env/punch/parried') / reached:.0%}" if reached > 0 else "–")
     distill = mean("loss/distill")
     return [*cells, f"{distill:.3f}" if distill else "–"]
 
 
 def table(rows: list[dict], count: int) -> str:
     """Markdown table of a run's windows."""
-    head = ["iterations", *(h for h, _, _ in COLUMNS), *SHARES, "distill loss"]
+    head = ["iterations", *(h for h, _, _ in COLUMNS), *SHARES, "parried of reaching", "distill loss"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(window_cells(w)) + " |" for w in windows(rows, count)]
     return "\n".join(lines)

@@ -89,7 +89,7 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = learn_report.table(rows, 2).splitlines()
     assert out[2].split(" | ")[:4] == ["| 1–2", "15", "50.0%", "1.5"]
-    assert out[3].split(" | ")[-4:] == ["50%", "30%", "20%", "0.200 |"]
+    assert out[3].split(" | ")[-5:] == ["50%", "30%", "20%", "71%", "0.200 |"]  # parried 5 of 5 + 2 reaching
     assert learn_report.main([str(tmp_path), "--windows", "2"]) == 0
 
 
