@@ -55,16 +55,18 @@ case "$1" in
     echo "${ARGS[${best#runs/sweep-}]}" > /tmp/best-args
     log "best sweep run: $best -> $(cat /tmp/best-args)"
     ;;
-  solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU
+  solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU (or beside another
+    # through `par`: SOLVE_TAG suffixes the run name, SOLVE_MEM is its GPU memory share)
     body=$2; worlds=$3; shift 3
-    log "solve $body $worlds $*"
+    run="solve-$body-$worlds${SOLVE_TAG:-}"
+    log "solve $body $worlds $* ($run)"
     limit=${SOLVE_LIMIT_S:-300}
-    timeout "$limit" python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" --unroll 32 \
-      --iterations 3000 --checkpoint-every 100 --name "solve-$body-$worlds" $(cat /tmp/best-args 2>/dev/null) "$@" 2>&1 | grep -v "^Module " \
-      > "$OUT/logs/solve-$body-$worlds.txt"
-    tail -2 "$OUT/logs/solve-$body-$worlds.txt"
-    python3 experiments/run_report.py "runs/solve-$body-$worlds" | tee -a "$OUT/logs/session.txt"
-    mkdir -p "$OUT/solve-$body-$worlds" && cp runs/solve-$body-$worlds/{metrics.jsonl,summary.json} "$OUT/solve-$body-$worlds/"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${SOLVE_MEM:-0.75} timeout "$limit" python3 experiments/stance.py --platform gpu \
+      --body "$body" --envs "$worlds" --unroll 32 --iterations 3000 --checkpoint-every 100 --name "$run" \
+      $(cat /tmp/best-args 2>/dev/null) "$@" 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+    tail -2 "$OUT/logs/$run.txt"
+    python3 experiments/run_report.py "runs/$run" | tee -a "$OUT/logs/session.txt"
+    mkdir -p "$OUT/$run" && cp runs/$run/{metrics.jsonl,summary.json} "$OUT/$run/"
     ;;
   bench)  # bench BODIES WORLDS
     log "bench $2 at $3"
