@@ -341,19 +341,20 @@ def lanes_for(device) -> int:
 _TABLES: dict[tuple, tuple[Schedule, tuple[wp.array, ...]]] = {}
 
 
-def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
-    """The schedule's tables as Warp arrays on `device` (uploaded once; not during a graph capture)."""
-    device = wp.get_device(device)
-    key = (id(schedule), device.alias)
-    if key not in _TABLES:  # the schedule is kept alongside so its id stays unique
-        _TABLES[key] = (schedule, tuple(wp.array(a, dtype=int, device=device) for a in schedule.arrays()))
-    return _TABLES[key][1]
-
-
 def uploaded_tables(schedule: Schedule, device) -> tuple[wp.array, ...] | None:
     """The schedule's tables on `device` if `device_tables` uploaded them, else None (safe in a capture)."""
     entry = _TABLES.get((id(schedule), wp.get_device(device).alias))
     return None if entry is None else entry[1]
+
+
+def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
+    """The schedule's tables as Warp arrays on `device` (uploaded once; not during a graph capture)."""
+    tables = uploaded_tables(schedule, device)
+    if tables is None:  # the schedule is kept alongside so its id stays unique
+        device = wp.get_device(device)
+        tables = tuple(wp.array(a, dtype=int, device=device) for a in schedule.arrays())
+        _TABLES[(id(schedule), device.alias)] = (schedule, tables)
+    return tables
 
 
 def launch(
