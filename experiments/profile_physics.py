@@ -61,6 +61,8 @@ def world_model(task: str, body: str):
 
         env = StanceEnv(StanceConfig(body=body))
     key = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_KEY, "stance")
+    if key < 0:  # mj_resetDataKeyframe would quietly reset to qpos0
+        raise ValueError(f"the {task} world of {body!r} has no 'stance' keyframe")
     return env.mj_model, key, env.physics.contacts_per_world, env.physics.njmax
 
 
