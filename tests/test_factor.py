@@ -69,13 +69,26 @@ def _samples(mj_model: mujoco.MjModel, n: int, seed: int = 0):
     return {name: np.stack(v) for name, v in out.items()}
 
 
+class _Samples(dict):
+    """Samples whose "stock" entry (stock MuJoCo Warp's outputs on Warp's CPU device) is computed on first
+    use: the GPU tests bring their own, and MuJoCo Warp's cold CPU compile costs minutes there."""
+
+    def __init__(self, model: mujoco.MjModel, samples: dict):
+        super().__init__(samples)
+        self.model = model
+
+    def __missing__(self, key):
+        if key != "stock":
+            raise KeyError(key)
+        self["stock"] = _stock_mjwarp(self.model, self, "cpu", factor_patch.stock_factor_solve_i())
+        return self["stock"]
+
+
 @pytest.fixture(scope="module", params=BODIES)
 def body(request):
     """(name, model, schedule, samples) for each body; samples["stock"] is stock MuJoCo Warp's (on CPU)."""
     model = _model(request.param)
-    samples = _samples(model, 6)
-    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor_patch.stock_factor_solve_i())
-    return request.param, model, factor.level_schedule(model), samples
+    return request.param, model, factor.level_schedule(model), _Samples(model, _samples(model, 6))
 
 
 def _tolerances(stock, s) -> list[float]:
@@ -230,9 +243,8 @@ def mixed(request):
     layout = io.m_block_layout(model)
     assert layout["total"] > 0 and layout["has_sparse"]
     assert layout["scalar_tiles" if request.param == "bag" else "gather_tiles"]  # the block path it covers
-    samples = _samples(model, 3)
-    samples["stock"] = _stock_mjwarp(model, samples, "cpu", factor_patch.stock_factor_solve_i())
-    return model, samples, layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE, layout["total"]
+    sparse = layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE
+    return model, _Samples(model, _samples(model, 3)), sparse, layout["total"]
 
 
 def test_mixed_model_schedule(mixed):
