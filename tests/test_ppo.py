@@ -114,11 +114,11 @@ def toy_iteration():
     return make_train_iteration(PointReach(), TOY_CONFIG)
 
 
-def _toy_states(seed):
+def _toy_states(seed, config=TOY_CONFIG):
     env = PointReach()
     key = jax.random.PRNGKey(seed)
-    ts = init_train_state(env, TOY_CONFIG, key)
-    rs = init_rollout(env, env.default_params(), key, TOY_CONFIG.num_envs)
+    ts = init_train_state(env, config, key)
+    rs = init_rollout(env, env.default_params(), key, config.num_envs)
     return ppo._own_buffers((ts, rs))
 
 
@@ -132,6 +132,22 @@ def test_iteration_compiles_once_and_has_no_float64():
     leaves = jax.tree.leaves((ts, rs, metrics))
     assert all(leaf.dtype != jnp.float64 for leaf in leaves)
     assert int(ts.iteration) == 3
+
+
+def test_update_measures_the_parameter_change_alone():
+    """The update normalises with the statistics the rollout acted with: with a negligible step the ratios
+    stay 1 (KL ~0) although the iteration moves the statistics (here from their initial, empty state)."""
+    env = PointReach()
+    config = dataclasses.replace(
+        TOY_CONFIG, learning_rate=1e-9, learning_rate_bounds=(1e-9, 1e-2), desired_kl=0.0
+    )
+    ts, rs = _toy_states(5, config)
+    ts, rs, metrics = make_train_iteration(env, config)(ts, rs, env.default_params())
+    assert float(ts.normalizer.count) == config.batch_size
+    assert float(jnp.abs(ts.normalizer.mean).max()) > 0.1
+    assert float(metrics["loss/approx_kl"]) < 1e-6
+    assert float(metrics["loss/clip_fraction"]) == 0.0
+    assert float(metrics["loss/kl_from_obs_stats"]) > 1e-3  # what the next rollout's policy moved by
 
 
 def test_toy_task_is_learned():

@@ -248,6 +248,16 @@ def iteration_metrics(
     return metrics
 
 
+def obs_stats_kl(
+    net: ActorCritic, params: Any, before: Normalizer, after: Normalizer, obs: jax.Array
+) -> jax.Array:
+    """Mean KL between the policy (same `params`) normalising `obs` (..., O) with `before` and with `after`:
+    how far new observation statistics alone move the policy the next rollout acts with."""
+    mean_before, log_std = net.apply(params, before(obs), method=ActorCritic.policy_only)
+    mean_after, _ = net.apply(params, after(obs), method=ActorCritic.policy_only)
+    return jnp.mean(0.5 * jnp.sum(jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std), axis=-1))
+
+
 def train_iteration(
     env: base.Env,
     config: PPOConfig,
@@ -257,6 +267,11 @@ def train_iteration(
     shards: Shards | None = None,
 ) -> tuple[TrainState, RolloutState, dict[str, jax.Array]]:
     """One whole PPO iteration (collect, then update). Pure; jit it with `make_train_iteration`.
+
+    The update sees observations normalised with the statistics the rollout acted with, so its ratios and
+    approximate KL measure the parameter change alone (the step size adapts to what it controls); the
+    statistics take in the rollout's observations after the update, for the next rollout (the policy shift
+    that alone causes is logged as `loss/kl_from_obs_stats`).
 
     With `shards` it is one device's part of the data-parallel iteration (`boxjax.rl.sharding`): the
     rollout state holds this device's worlds; the normaliser, gradients, episode totals and figures are
@@ -278,15 +293,15 @@ def train_iteration(
         shards,
         distill=config.distill_coef > 0,
     )
-    normalizer = train_state.normalizer
+    batch_normalizer = train_state.normalizer
+    batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)
+    params, opt_state, terms = update(net, config, train_state, batch, update_key, shards)
+    normalizer = batch_normalizer
     if config.normalize_observations:
         if shards is None:
             normalizer = normalizer.update(traj.obs)
         else:
             normalizer = collectives.update_normalizer(normalizer, traj.obs, shards)
-    train_state = train_state.replace(normalizer=normalizer)
-    batch = advantages_and_batch(net, config, train_state.params, normalizer, traj)
-    params, opt_state, terms = update(net, config, train_state, batch, update_key, shards)
     if shards is not None:
         summary = collectives.sum_episodes(summary, shards)
         env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX)
@@ -295,12 +310,16 @@ def train_iteration(
     train_state = train_state.replace(
         params=params,
         opt_state=opt_state,
+        normalizer=normalizer,
         curriculum=curriculum,
         iteration=train_state.iteration + 1,
         key=key,
     )
     metrics = iteration_metrics(summary, env_metrics, terms, curriculum, solved)
     metrics["loss/learning_rate"] = learning_rate(opt_state)
+    if config.normalize_observations:
+        stats_kl = obs_stats_kl(net, params, batch_normalizer, normalizer, traj.obs)
+        metrics["loss/kl_from_obs_stats"] = stats_kl if shards is None else shards.mean(stats_kl)
     return train_state, rollout_state, metrics
 
 
