@@ -174,11 +174,14 @@ def test_learner_update_is_the_gpu_path_update():
     ts = init_train_state(env, TINY, jax.random.PRNGKey(0))
     traj, key = _batch(net, ts.params, jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
     got, terms, _ = Learner(net, TINY).learn(LearnerState.of(ts), traj, key)
-    normalizer = ts.normalizer.update(traj.obs)
-    batch = advantages_and_batch(net, TINY, ts.params, normalizer, traj)
-    params, _, want_terms = update(net, TINY, ts.replace(normalizer=normalizer), batch, key)
+    batch = advantages_and_batch(net, TINY, ts.params, ts.normalizer, traj)
+    params, _, want_terms = update(net, TINY, ts, batch, key)
     for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(params), strict=True):
         np.testing.assert_allclose(a, b, atol=UPDATE_ATOL)
+    for a, b in zip(
+        jax.tree.leaves(got.normalizer), jax.tree.leaves(ts.normalizer.update(traj.obs)), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
     assert terms["total"] == pytest.approx(float(want_terms.total), abs=UPDATE_ATOL)
     low, low_terms, _ = Learner(net, TINY, dtype="bf16").learn(LearnerState.of(ts), traj, key)
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(low.params))
@@ -219,6 +222,8 @@ def test_decoupled_first_update_matches_the_serial_one(learners):
     assert history[0]["episode/return"] == want_figures["episode/return"]
     assert history[0]["loss/total"] == pytest.approx(want_figures["loss/total"], abs=UPDATE_ATOL)
     assert history[0]["profile/policy_lag"] == 1.0 and history[0]["profile/learner_update_s"] > 0
+    low, high = TINY.learning_rate_bounds
+    assert low <= history[0]["loss/learning_rate"] <= high
 
 
 def _workers_of(pid):

@@ -36,6 +36,7 @@ from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import (
     advantages_and_batch,
     apply_gradient,
+    learning_rate,
     make_network,
     make_optimizer,
     minibatch_loss,
@@ -95,14 +96,13 @@ class Learner:
         """One iteration's update of `state` on the (T, N) experience `traj` (numpy or JAX).
 
         Returns:
-          the new state, the loss terms averaged over all gradient steps, and the times.
+          the new state, the loss terms averaged over all gradient steps (and the step size after the
+          update, "learning_rate"), and the times.
         """
         tick = time.perf_counter()
         cfg = self.config
         state, traj = jax.device_put((state, traj))  # once, not at every call
-        normalizer = state.normalizer
-        if cfg.normalize_observations:
-            normalizer = self._normalizer(normalizer, traj.obs)
+        normalizer = state.normalizer  # as in the fused iteration: the statistics the rollout acted with
         batch = self._batch(state.params, normalizer, traj)
         params, opt_state = state.params, state.opt_state
         terms, allreduce_s = [], 0.0
@@ -118,10 +118,14 @@ class Learner:
                 params, opt_state, step_terms = self._apply(params, opt_state, flat)
                 terms.append(step_terms)
         means = np.mean(np.stack(jax.device_get(terms)), axis=0)
+        if cfg.normalize_observations:
+            normalizer = self._normalizer(normalizer, traj.obs)
         new_state = LearnerState(params=params, opt_state=opt_state, normalizer=normalizer)
         jax.block_until_ready(new_state)
         times = LearnTimes(update_s=time.perf_counter() - tick, allreduce_s=allreduce_s)
-        return new_state, dict(zip(TERM_NAMES, (float(x) for x in means), strict=True)), times
+        terms = dict(zip(TERM_NAMES, (float(x) for x in means), strict=True))
+        terms["learning_rate"] = float(learning_rate(opt_state))
+        return new_state, terms, times
 
     # -- jitted pieces ----------------------------------------------------------------------------------
     def _local_minibatches(self, batch: LossBatch, key: jax.Array) -> tuple[LossBatch, jax.Array]:

@@ -409,7 +409,8 @@ def _figures(
     samples = sum(c.samples for c in collected)
     names = collected[0].metric_sums
     env_metrics = {k: jnp.float32(sum(c.metric_sums[k] for c in collected) / samples) for k in names}
-    loss = LossTerms(**{k: jnp.float32(v) for k, v in terms.items()})
+    loss = LossTerms(**{k: jnp.float32(v) for k, v in terms.items() if k != "learning_rate"})
     solved = base.curriculum_solved(env, curriculum, summary)
     metrics = iteration_metrics(summary, env_metrics, loss, curriculum, solved)
+    metrics["loss/learning_rate"] = jnp.float32(terms["learning_rate"])
     return {k: float(v) for k, v in jax.device_get(metrics).items()}
