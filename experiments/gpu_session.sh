@@ -153,24 +153,6 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${PROF_LIMIT_S:-300}" python3 experiments/profile_physics.py --out "$OUT/physprof.jsonl" "$@" 2>&1 \
       | grep -v "^Module " | tee -a "$OUT/logs/physprof.txt" | tail -150
     ;;
-  try-shared-factor)  # the shared-memory factor kernel (docs/notes/2026-12-01-shared-memory-factor.patch), applied
-    # to this machine's copy only and undone on exit, most decisive first: the GPU factor test against stock
-    # MuJoCo Warp on the GPU; if it passed, the blocking iteration (rows in $OUT/shared-bench, apart from
-    # results/bench), the 1,000-step episode equivalence, then the block world's profile with it and without
-    log "shared-memory factor trial"
-    shared_patch=docs/notes/2026-12-01-shared-memory-factor.patch
-    patch -p1 < "$shared_patch" || exit 1
-    trap 'patch -R -p1 < "$shared_patch"' EXIT
-    tests="$OUT/logs/shared-factor-tests.txt"
-    timeout "${TEST_LIMIT_S:-120}" python3 -m pytest -q -rs -o faulthandler_timeout=100 tests/test_factor.py \
-      -k gpu_factor_matches_stock 2>&1 | grep -v "^Module " | tee "$tests" | tail -8
-    grep -q " passed" "$tests" && ! grep -q "failed" "$tests" || exit 1
-    bash "$0" block muscular 2048x16 --teacher untrained --iteration-only --out "$OUT/shared-bench"
-    timeout "${EPISODE_LIMIT_S:-240}" python3 -m pytest -q -rs -s tests/test_factor.py -k gpu_episode 2>&1 \
-      | grep -v "^Module " | tee "$OUT/logs/shared-factor-episode.txt" | tail -6
-    PROF_LIMIT_S=${PROF_LIMIT_S:-240} bash "$0" physprof --body muscular --worlds 2048 --steps 100 \
-      --variants base stock | grep "^==\|fwd_acc\|euler"
-    ;;
   cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
     shift
     log "cpu bench $*"

@@ -120,6 +120,14 @@ def test_needs_fused_factor():
     assert factor_patch.register(small) is None
 
 
+def test_kernel_refuses_a_tree_larger_than_shared_memory(body):
+    _, _, schedule, _ = body
+    used = schedule.nc + 2 * schedule.nv + schedule.nslot
+    assert used <= factor.SHARED_FLOATS_MAX  # the bodies we ship fit
+    with pytest.raises(ValueError, match="shared memory"):
+        factor._kernel(1, factor.SHARED_FLOATS_MAX, 64, 1)
+
+
 def test_numpy_schedule_matches_mj_factorM(body):
     name, model, schedule, s = body
     assert model.nv >= 80 and factor_patch.needs_fused_factor(model), name

@@ -3,7 +3,8 @@
 MuJoCo Warp factors a kinematic tree larger than `M_BLOCK_DENSE_MAX` (64 DoF) level by level: one kernel
 launch per tree level, then a fused solve, twice per `mjx.step` (`fwd_acceleration` and the Euler damping
 pass). Here the whole factorisation *and* the solve run in one launch: one block of 64 threads per world
-walks the tree levels deepest first with a block barrier between phases.
+walks the tree levels deepest first with a block barrier between phases, the world's matrix, right-hand side,
+1/D and partial sums held in the block's shared memory from the first read of M to the last write of L and x.
 
 The factorisation is in "pull" form: the unscaled rows M̃ of the reverse LDLᵀ satisfy
 ``M̃(i,j) = M(i,j) - Σ_{k ∈ desc(i)} M̃(k,i) M̃(k,j) / M̃(k,k)`` for every column j of row i (row k's first
@@ -34,6 +35,8 @@ CHUNK = 8
 """Most descendants one thread sums over in one task."""
 LANES = 64
 """Threads per world (one block)."""
+SHARED_FLOATS_MAX = 12288
+"""Floats one block's static shared memory holds (CUDA's 48 KB); a tree whose buffer is larger is refused."""
 
 _TYPES = "mujoco.mjx.third_party.mujoco_warp._src.types"
 _IO = "mujoco.mjx.third_party.mujoco_warp._src.io"
@@ -238,23 +241,60 @@ def _finish(L, x, dinv, tgt, drow, sums) -> None:
 def _sync(): ...
 
 
-@wp.func
-def _finish_one(
-    w: int, tgt: int, drow: int, s: float, L: wp.array2d[float], Dinv: wp.array2d[float], x: wp.array2d[float]
-):
-    """Subtracts a finished sum from its target: an entry of row i (and sets 1/D on the diagonal) or x[i]."""
-    if tgt >= 0:
-        v = L[w, tgt] - s
-        L[w, tgt] = v
-        if drow >= 0:
-            Dinv[w, drow] = 1.0 / v
-    else:
-        x[w, -1 - tgt] = x[w, -1 - tgt] - s
+@functools.cache
+def _shared_memory(size: int):
+    """A native accessor of one block-shared float buffer of `size` entries: `access(i, v, store)` writes v to
+    entry i when `store` is 1, and returns entry i. A plain `__shared__` array on CUDA (static, one per block)
+    and a static array on the CPU, whose blocks run one after another (their fibers share it, as a block's
+    threads share shared memory). Unlike a Warp tile's element writes, an access carries no barrier, so the
+    lanes may touch different entries in divergent loops; `_sync` orders them."""
+    snippet = f"""
+#if defined(__CUDA_ARCH__)
+    __shared__ float buf[{size}];
+#else
+    static float buf[{size}];
+#endif
+    if (store) {{ buf[i] = v; }}
+    return buf[i];
+"""
+
+    @wp.func_native(snippet)
+    def access(i: int, v: float, store: int) -> float: ...
+
+    return access
 
 
 @functools.cache
-def _kernel(nlev: int):
-    """The fused factor+solve kernel for `nlev` levels; launch with dim=(nworld, LANES), block_dim=LANES."""
+def _kernel(nlev: int, nc: int, nv: int, nslot: int):
+    """The fused factor+solve kernel for one schedule's sizes; launch with dim=(nworld, LANES),
+    block_dim=LANES. A world's L, x, 1/D and partial sums live in its block's shared memory throughout."""
+    size = nc + 2 * nv + max(nslot, 1)
+    if size > SHARED_FLOATS_MAX:
+        raise ValueError(
+            f"factor kernel: a world's buffer (nC {nc} + 2 nv {2 * nv} + slots {nslot} = {size} floats) "
+            f"exceeds one block's shared memory ({SHARED_FLOATS_MAX} floats); use --factor stock"
+        )
+    access = _shared_memory(size)
+    x0, d0, s0 = nc, nc + nv, nc + 2 * nv  # offsets of x, 1/D and the partial sums in the buffer
+
+    @wp.func
+    def ld(i: int) -> float:
+        return access(i, 0.0, 0)
+
+    @wp.func
+    def st(i: int, v: float):
+        access(i, v, 1)
+
+    @wp.func
+    def finish_one(tgt: int, drow: int, s: float):
+        """Subtracts a finished sum from its target: an entry of row i (and 1/D on the diagonal) or x[i]."""
+        if tgt >= 0:
+            v = ld(tgt) - s
+            st(tgt, v)
+            if drow >= 0:
+                st(wp.static(d0) + drow, 1.0 / v)
+        else:
+            st(wp.static(x0) - 1 - tgt, ld(wp.static(x0) - 1 - tgt) - s)
 
     @wp.kernel(module="unique", enable_backward=False)
     def fused_factor_solve(
@@ -275,19 +315,17 @@ def _kernel(nlev: int):
         L: wp.array2d[float],
         Dinv: wp.array2d[float],
         x: wp.array2d[float],
-        scratch: wp.array2d[float],
     ):
         w, t = wp.tid()
         bd = wp.block_dim()
         # Lanes past the block (a CPU launch that resolved block_dim to 1) only meet the barriers.
         lane = wp.where(t < bd, t, 1 << 29)
-        nc = M.shape[1]
-        nv = y.shape[1]
-        for e in range(lane, nc, bd):
-            L[w, e] = M[w, e]
-        for v in range(lane, nv, bd):
-            x[w, v] = y[w, v]
-            Dinv[w, v] = 1.0 / M[w, diag[v]]
+        _sync()  # the previous block's lanes (CPU fibers) are done with the buffer
+        for e in range(lane, wp.static(nc), bd):
+            st(e, M[w, e])
+        for v in range(lane, wp.static(nv), bd):
+            st(wp.static(x0) + v, y[w, v])
+            st(wp.static(d0) + v, 1.0 / M[w, diag[v]])
         _sync()
         for lev in range(wp.static(nlev)):
             for u in range(lev_task[lev] + lane, lev_task[lev + 1], bd):
@@ -300,34 +338,40 @@ def _kernel(nlev: int):
                     ak = desc[c0 + q, 1]
                     b = float(0.0)  # noqa: UP018
                     if p >= 0:
-                        b = L[w, ak + p]
+                        b = ld(ak + p)
                     else:
-                        b = x[w, k]
-                    s += L[w, ak + acol] * b * Dinv[w, k]
+                        b = ld(wp.static(x0) + k)
+                    s += ld(ak + acol) * b * ld(wp.static(d0) + k)
                 slot = task[u, 6]
                 if slot >= 0:
-                    scratch[w, slot] = s
+                    st(wp.static(s0) + slot, s)
                 else:
-                    _finish_one(w, task[u, 0], task[u, 1], s, L, Dinv, x)
+                    finish_one(task[u, 0], task[u, 1], s)
             _sync()
             for r in range(lev_red[lev] + lane, lev_red[lev + 1], bd):
                 s = float(0.0)  # noqa: UP018 (Warp: a literal would be a constant)
                 for q in range(red[r, 3]):
-                    s += scratch[w, red[r, 2] + q]
-                _finish_one(w, red[r, 0], red[r, 1], s, L, Dinv, x)
+                    s += ld(wp.static(s0) + red[r, 2] + q)
+                finish_one(red[r, 0], red[r, 1], s)
             _sync()
-        for e in range(lane, nc, bd):
+        for e in range(lane, wp.static(nc), bd):
             row = ent_row[e]
             if row >= 0:
-                L[w, e] = L[w, e] * Dinv[w, row]
-        for v in range(lane, nv, bd):
-            x[w, v] = x[w, v] * Dinv[w, v]
+                st(e, ld(e) * ld(wp.static(d0) + row))
+        for v in range(lane, wp.static(nv), bd):
+            st(wp.static(x0) + v, ld(wp.static(x0) + v) * ld(wp.static(d0) + v))
         _sync()
         for lev in range(wp.static(nlev)):
             for u in range(lev_bwd[lev] + lane, lev_bwd[lev + 1], bd):
-                k = bwd[u, 1]
-                x[w, k] = x[w, k] - L[w, bwd[u, 2]] * x[w, bwd[u, 0]]
+                k = wp.static(x0) + bwd[u, 1]
+                st(k, ld(k) - ld(bwd[u, 2]) * ld(wp.static(x0) + bwd[u, 0]))
             _sync()
+        for e in range(lane, wp.static(nc), bd):
+            L[w, e] = ld(e)
+        for v in range(lane, wp.static(nv), bd):
+            Dinv[w, v] = ld(wp.static(d0) + v)
+            x[w, v] = ld(wp.static(x0) + v)
+        _sync()  # every lane has read the buffer before the next block (CPU fibers) writes it
 
     return fused_factor_solve
 
@@ -358,14 +402,7 @@ def device_tables(schedule: Schedule, device) -> tuple[wp.array, ...]:
 
 
 def launch(
-    schedule: Schedule,
-    tables,
-    M: wp.array2d,
-    y: wp.array2d,
-    L: wp.array2d,
-    Dinv: wp.array2d,
-    x: wp.array2d,
-    scratch: wp.array2d | None = None,
+    schedule: Schedule, tables, M: wp.array2d, y: wp.array2d, L: wp.array2d, Dinv: wp.array2d, x: wp.array2d
 ) -> None:
     """Factors M into L/Dinv and solves x = M⁻¹y, all worlds in one launch.
 
@@ -374,20 +411,21 @@ def launch(
       tables: `device_tables(schedule, M.device)`.
       M: (nworld, nC) mass matrices; y: (nworld, nv) right-hand sides.
       L: (nworld, nC) out, qLD; Dinv: (nworld, nv) out, qLDiagInv; x: (nworld, nv) out, the solution.
-      scratch: (nworld, schedule.nslot) partial sums, allocated here when None.
     """
-    nworld = M.shape[0]
-    if scratch is None:
-        scratch = wp.empty((nworld, schedule.nslot), dtype=float, device=M.device)
     lanes = lanes_for(M.device)
     wp.launch(
-        _kernel(schedule.nlev),
-        dim=(nworld, lanes),
+        _kernel_for(schedule),
+        dim=(M.shape[0], lanes),
         inputs=[*tables, M, y],
-        outputs=[L, Dinv, x, scratch],
+        outputs=[L, Dinv, x],
         block_dim=lanes,
         device=M.device,
     )
+
+
+def _kernel_for(schedule: Schedule):
+    """The kernel specialised to `schedule`'s sizes."""
+    return _kernel(schedule.nlev, schedule.nc, schedule.nv, schedule.nslot)
 
 
 def factor_solve_jax(mj_model: mujoco.MjModel, lanes: int | None = None):
@@ -400,18 +438,12 @@ def factor_solve_jax(mj_model: mujoco.MjModel, lanes: int | None = None):
     schedule = level_schedule(mj_model)
     if lanes is None:
         lanes = lanes_for("cuda" if jax.default_backend() == "gpu" else "cpu")
-    call = wp.jax_kernel(_kernel(schedule.nlev), num_outputs=4, block_dim=lanes)
+    call = wp.jax_kernel(_kernel_for(schedule), num_outputs=3, block_dim=lanes)
     tables = tuple(jax.numpy.asarray(a) for a in schedule.arrays())
 
     def factor_solve(M: jax.Array, y: jax.Array):
         nworld = M.shape[0]
-        dims = {
-            "L": (nworld, schedule.nc),
-            "Dinv": (nworld, schedule.nv),
-            "x": (nworld, schedule.nv),
-            "scratch": (nworld, schedule.nslot),
-        }
-        L, dinv, x, _ = call(*tables, M, y, launch_dims=(nworld, lanes), output_dims=dims)
-        return L, dinv, x
+        dims = {"L": (nworld, schedule.nc), "Dinv": (nworld, schedule.nv), "x": (nworld, schedule.nv)}
+        return tuple(call(*tables, M, y, launch_dims=(nworld, lanes), output_dims=dims))
 
     return factor_solve
