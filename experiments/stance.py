@@ -18,10 +18,30 @@ import _cli  # noqa: E402
 
 CPU_WORLDS = 64
 """Default worlds per collector on the CPU path."""
+STANCE_PPO = {"init_log_std": -1.6, "desired_kl": 0.02}
+"""PPO settings the stance solves fastest with (H200, 2026-12-01: muscular-fast 1,024 worlds solved in 168.5 s
+with these against 236.8 / 255.4 s with `desired_kl` 0.01; the CPU pairs agree, docs/benchmarks.md). `--ppo`
+overrides them."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, train, report."""
+def ppo_config(args):
+    """The run's PPOConfig: this platform's sizes and `STANCE_PPO`, then the command line's `--ppo` values."""
+    from boxjax.rl import ppo
+
+    if args.platform == "cpu":
+        worlds = _cli.cpu_worlds(args, CPU_WORLDS)
+        overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
+        unroll = overrides.get("unroll_length", 16)
+        sizes = dict(num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 4)
+    else:
+        sizes = dict(num_envs=1024, unroll_length=32, minibatch_size=2048)
+        overrides = _cli.ppo_overrides(args)
+    defaults = ppo.PPOConfig(**sizes, **STANCE_PPO)
+    return ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
+
+
+def arguments(argv: list[str] | None = None):
+    """The parsed command line."""
     parser = _cli.base_parser(__doc__)
     parser.add_argument("--keep-going", action="store_true", help="do not stop when solved")
     parser.add_argument(
@@ -31,23 +51,19 @@ def main(argv: list[str] | None = None) -> int:
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
     _cli.add_cpu_arguments(parser, CPU_WORLDS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, train, report."""
+    args = arguments(argv)
 
     from boxjax import platform
 
     platform.configure(args.platform, args.cache)
     from boxjax.envs.stance import StanceConfig
-    from boxjax.rl import ppo
 
-    if args.platform == "cpu":
-        worlds = _cli.cpu_worlds(args, CPU_WORLDS)
-        overrides = {**_cli.ppo_overrides(args), "num_envs": worlds}
-        unroll = overrides.get("unroll_length", 16)
-        defaults = ppo.PPOConfig(num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 4)
-    else:
-        defaults = ppo.PPOConfig(num_envs=1024, unroll_length=32, minibatch_size=2048)
-        overrides = _cli.ppo_overrides(args)
-    config = ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
+    config = ppo_config(args)
     options = _cli.field_values(args.env, StanceConfig())
     levels = StanceConfig(**options).levels
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"

@@ -14,6 +14,15 @@ import bench_block  # noqa: E402
 import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
 import plot_block  # noqa: E402
+import stance  # noqa: E402
+
+
+@pytest.mark.parametrize("platform", ["cpu", "gpu"])
+def test_stance_defaults_to_its_tuned_ppo_settings_and_the_command_line_wins(platform):
+    tuned = stance.ppo_config(stance.arguments(["--platform", platform]))
+    assert (tuned.init_log_std, tuned.desired_kl) == (-1.6, 0.02)
+    chosen = stance.ppo_config(stance.arguments(["--platform", platform, "--ppo", "desired_kl=0.01"]))
+    assert (chosen.init_log_std, chosen.desired_kl) == (-1.6, 0.01)
 
 
 def test_shapes_parse_and_bad_ones_are_named():
