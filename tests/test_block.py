@@ -19,8 +19,18 @@ import numpy as np
 import pytest
 
 from boxjax import envs, mjcf
-from boxjax.envs import block, ik, punches, scoring, stance_math, teacher, vision, walk
-from boxjax.envs.block import advance_punch
+from boxjax.envs import (
+    block,
+    block_kinds,
+    block_punch,
+    ik,
+    punches,
+    scoring,
+    stance_math,
+    teacher,
+    vision,
+    walk,
+)
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.rl import checkpoint, ppo, rollout
 from boxjax.rl.losses import distill_loss
@@ -180,7 +190,7 @@ def test_punch_clock_waits_throws_and_samples_the_next_punch():
     punch, frame = jnp.int32(0), jnp.int32(-2)
     frames = []
     for k in jax.random.split(jax.random.PRNGKey(0), int(table.length[0]) + 3):
-        punch, frame = advance_punch(table, punch, frame, k, (5, 5))
+        punch, frame = block_punch.advance_punch(table, punch, frame, k, (5, 5))
         frames.append(int(frame))
     length = int(table.length[0])
     assert frames[: length + 1] == list(range(-1, length))
@@ -341,7 +351,9 @@ def test_score_on_posed_fighters():
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
     data = _kinematics(qpos, impact_of="jab-head-medium")
-    score = e._score(data, *e._punch_capsules(data), jnp.int32(0), jnp.int32(0))
+    goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, e.targets)
+    gloves, blockers = e._punch_capsules(data)
+    score = block_punch.punch_score(gloves, goals, blockers, jnp.int32(0), jnp.int32(0), e.config.reach_m)
     assert [float(x) for x in score] == [1.0, 1.0]
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))
@@ -458,7 +470,7 @@ def test_every_kind_resets_and_steps_with_its_own_task_fields():
 
 
 def test_kind_sampling_respects_the_weights():
-    draw = jax.jit(jax.vmap(block.sample_kind, in_axes=(0, None)))
+    draw = jax.jit(jax.vmap(block_kinds.sample_kind, in_axes=(0, None)))
     keys = jax.random.split(jax.random.PRNGKey(0), 4000)
     for index in range(len(block.KINDS)):
         weights = jnp.asarray(np.eye(len(block.KINDS))[index], jnp.float32)
@@ -559,7 +571,7 @@ def test_bag_episode_pose_term_frees_the_arms():
 def test_bag_gap_and_direction_hand_placed():
     bag = _capsules([[0.0, 0.0, 0.5]], [0.17], half=[0.5])
     gloves = _capsules([[0.3, 0.0, 0.5], [0.0, 0.2, 1.2]], [0.065, 0.065])
-    gap, toward = block.bag_gaps(gloves, bag)
+    gap, toward = block_kinds.bag_gaps(gloves, bag)
     np.testing.assert_allclose(np.asarray(gap), [0.3 - 0.235, np.hypot(0.2, 0.2) - 0.235], atol=1e-6)
     half = np.sqrt(0.5)
     np.testing.assert_allclose(np.asarray(toward), [[-1.0, 0.0, 0.0], [0.0, -half, -half]], atol=1e-6)
@@ -584,6 +596,12 @@ def test_an_arrival_is_parried_missed_blocked_or_hit():
     is blocked up to `block_max_score` and a hit above it."""
     e, table = env(), params().punches
     arrival = int(table.impact[0]) + e.lag_steps
+
+    def events_at(frame, score, reached, parried):
+        return block_punch.punch_events(
+            table, 0, frame, score, reached, parried, e.lag_steps, e.config.block_max_score
+        )
+
     names = ("punch/missed", "punch/blocked", "punch/parried", "punch/hit", "punch/arrived")
     cases = {
         (0.9, 0.0, 0.0): ("punch/missed",), (0.0, 0.0, 0.0): ("punch/missed",),
@@ -593,16 +611,14 @@ def test_an_arrival_is_parried_missed_blocked_or_hit():
     }  # fmt: skip
     for (score, reached, parried), outcome in cases.items():
         f32 = jnp.float32
-        events = e._punch_events(table, 0, jnp.int32(arrival), f32(score), f32(reached), f32(parried))
+        events = events_at(jnp.int32(arrival), f32(score), f32(reached), f32(parried))
         flags = {k: float(events[k]) for k in names}
         assert flags == {k: float(k in outcome or k == "punch/arrived") for k in names}, (
             score,
             reached,
             parried,
         )
-    before = e._punch_events(
-        table, 0, jnp.int32(arrival - 1), jnp.float32(0.9), jnp.float32(1.0), jnp.float32(1)
-    )
+    before = events_at(jnp.int32(arrival - 1), jnp.float32(0.9), jnp.float32(1.0), jnp.float32(1))
     assert sum(float(before[k]) for k in names) == 0.0
 
 
@@ -621,7 +637,7 @@ def test_a_glove_sweeping_through_our_guard_touches_it():
         moved = np.array(data.geom_xpos)
         moved[e.opponent.glove_geom_ids[0]] = end  # his glove now at the end of the sweep
         posed = SimpleNamespace(geom_xpos=jnp.asarray(moved), geom_xmat=jnp.asarray(data.geom_xmat))
-        touched, glove = e._guard_contact(
+        touched, glove = block_punch.guard_contact(
             *e._punch_capsules(posed), jnp.int32(0), jnp.asarray(start, jnp.float32)
         )
         assert float(touched) == want, offset
@@ -630,11 +646,11 @@ def test_a_glove_sweeping_through_our_guard_touches_it():
 
 def test_follow_anchor_moves_at_most_its_step_and_turns_the_short_way():
     anchor = jnp.array([0.0, 0.0, 3.0])
-    moved = block.follow_anchor(anchor, jnp.array([0.3, 0.4, -3.0]), 0.1, 0.2)
+    moved = block_punch.follow_anchor(anchor, jnp.array([0.3, 0.4, -3.0]), 0.1, 0.2)
     np.testing.assert_allclose(np.asarray(moved), [0.06, 0.08, 3.2], atol=1e-6)  # -3 rad is 0.28 rad ahead
-    near = block.follow_anchor(anchor, jnp.array([0.01, 0.0, 3.05]), 0.1, 0.2)
+    near = block_punch.follow_anchor(anchor, jnp.array([0.01, 0.0, 3.05]), 0.1, 0.2)
     np.testing.assert_allclose(np.asarray(near), [0.01, 0.0, 3.05], atol=1e-6)
-    pinned = block.follow_anchor(anchor, jnp.array([1.0, 1.0, 0.0]), 0.0, 0.0)
+    pinned = block_punch.follow_anchor(anchor, jnp.array([1.0, 1.0, 0.0]), 0.0, 0.0)
     np.testing.assert_array_equal(np.asarray(pinned), np.asarray(anchor))
 
 
@@ -644,11 +660,11 @@ def test_place_scene_moves_the_recording_rigidly():
     quat = jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
     quat = quat / jnp.linalg.norm(quat, axis=-1, keepdims=True)
     ref = jnp.array([0.2, -0.1])
-    same_pos, same_quat = block.place_scene(pos, quat, ref, jnp.array([0.2, -0.1, 0.0]))
+    same_pos, same_quat = block_punch.place_scene(pos, quat, ref, jnp.array([0.2, -0.1, 0.0]))
     np.testing.assert_allclose(np.asarray(same_pos), np.asarray(pos), atol=1e-6)
     np.testing.assert_allclose(np.asarray(same_quat), np.asarray(quat), atol=1e-6)
     yaw = 0.7
-    new_pos, new_quat = block.place_scene(pos, quat, ref, jnp.array([1.0, 2.0, yaw]))
+    new_pos, new_quat = block_punch.place_scene(pos, quat, ref, jnp.array([1.0, 2.0, yaw]))
     mats = np.zeros((5, 9))
     for i in range(5):
         mujoco.mju_quat2Mat(mats[i], np.asarray(new_quat[i], np.float64))

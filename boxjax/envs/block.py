@@ -5,18 +5,18 @@ change without a recompile):
 
 * ``face``: the opponent replays the punch library (`boxjax.envs.punches`) kinematically: he is a puppet of
   mocap bodies (`boxjax.mjcf.puppet`) posed every control step from the sampled punch's frame, and only our
-  fighter is simulated. The recorded scene (our fighter at the guard keyframe, him at the library's
-  distance) is moved toward our head and turned with our pelvis' heading at up to `opponent_follow_mps` /
-  `opponent_turn_radps` (`follow_anchor`, `place_scene`, `BlockInfo.opponent_anchor`), while he waits
-  between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until his next
-  punch; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is judged then. The
+  fighter is simulated. The recorded scene (our fighter at the guard keyframe, him at the library's distance)
+  is moved toward our head and turned with our pelvis' heading at up to `opponent_follow_mps` /
+  `opponent_turn_radps` (`block_punch.follow_anchor`, `block_punch.place_scene`, `BlockInfo.opponent_anchor`),
+  while he waits between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until
+  his next punch; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is judged then. The
   puppet's glove follows its recording whatever is in its way (his contacts are soft), so the guard cannot
-  stop it physically; instead a punch whose glove, swept from one control step to the next, touched one of
-  our gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped more than
-  `reach_m` short of the target *missed* (our fighter was not there: leaning away, displaced, falling), and
-  one that reached it is scored with `boxjax.envs.scoring` (19 paths from the glove to the target past our
-  guard): up to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only through
-  `boxjax.envs.vision` (0.1 s late).
+  stop it physically; instead a punch whose glove, swept from one control step to the next, touched one of our
+  gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped more than `reach_m`
+  short of the target *missed* (our fighter was not there: leaning away, displaced, falling), and one that
+  reached it is scored with `boxjax.envs.scoring` (19 paths from the glove to the target past our guard): up
+  to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only through `boxjax.envs.vision`
+  (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
@@ -61,7 +61,7 @@ import numpy as np
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import frames, ik, punches, rewards, scoring, vision, walk
+from boxjax.envs import block_kinds, block_punch, frames, ik, punches, rewards, vision, walk
 from boxjax.envs import teacher as teacher_lib
 from boxjax.envs.base import State
 from boxjax.envs.block_config import (
@@ -83,60 +83,6 @@ from boxjax.envs.block_config import (
 )
 from boxjax.mjcf import puppet
 from boxjax.physics import mjx as physics
-
-
-def sample_kind(key: jax.Array, weights: jax.Array) -> jax.Array:
-    """() int32 episode kind drawn with probabilities proportional to `weights` (len(KINDS),); a zero
-    weight is never drawn."""
-    logits = jnp.where(weights > 0, jnp.log(jnp.maximum(weights, 1e-30)), -jnp.inf)
-    return jax.random.categorical(key, logits).astype(jnp.int32)
-
-
-def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple[int, int]):
-    """The opponent's punch clock one control step on: (punch, frame).
-
-    A finished punch is followed by a new one sampled uniformly from the table, after a gap drawn
-    uniformly from `gap_steps` (inclusive) during which `frame` counts up from minus the gap.
-    """
-    k_punch, k_gap = jax.random.split(key)
-    frame = frame + 1
-    over = frame >= table.length[punch]
-    new_punch = jax.random.randint(k_punch, (), 0, table.length.shape[0])
-    gap = jax.random.randint(k_gap, (), gap_steps[0], gap_steps[1] + 1)
-    return jnp.where(over, new_punch, punch), jnp.where(over, -gap, frame)
-
-
-def follow_anchor(anchor: jax.Array, target: jax.Array, max_step_m: float, max_turn_rad: float) -> jax.Array:
-    """The opponent's anchor (3,) (x m, y m, turn rad) moved toward `target` (3,): at most `max_step_m`
-    on the floor and `max_turn_rad` about z (the shorter way round)."""
-    gap = target[:2] - anchor[:2]
-    dist = jnp.linalg.norm(gap)
-    move = gap * jnp.minimum(1.0, max_step_m / jnp.maximum(dist, 1e-9))
-    dyaw = target[2] - anchor[2]
-    turn = jnp.clip(jnp.arctan2(jnp.sin(dyaw), jnp.cos(dyaw)), -max_turn_rad, max_turn_rad)
-    return jnp.concatenate([anchor[:2] + move, anchor[2:] + turn])
-
-
-def place_scene(
-    pos: jax.Array, quat: jax.Array, ref_xy: jax.Array, anchor: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """Recorded body positions (B, 3) and orientations (B, 4) moved with the scene: turned by anchor[2]
-    about the vertical through `ref_xy` (2,), then `ref_xy` moved to anchor[:2]. Heights are kept."""
-    xy = frames.turn_xy(pos[:, :2] - ref_xy, anchor[2]) + anchor[:2]
-    return jnp.concatenate([xy, pos[:, 2:]], axis=-1), frames.turn_quat(quat, anchor[2])
-
-
-def bag_gaps(gloves: vision.Capsules, bag: vision.Capsules) -> tuple[jax.Array, jax.Array]:
-    """(gap (2,) from each glove's surface to the bag's, unit direction (2, 3) from each glove's centre
-    toward the nearest point of the bag's axis)."""
-    a, b = bag.start[0], bag.end[0]
-    centre = 0.5 * (gloves.start + gloves.end)
-    axis = b - a
-    t = jnp.clip(((centre - a) @ axis) / jnp.maximum(axis @ axis, 1e-9), 0.0, 1.0)
-    toward = a + t[:, None] * axis - centre
-    direction = toward / jnp.maximum(jnp.linalg.norm(toward, axis=-1, keepdims=True), 1e-6)
-    dist = jax.vmap(vision.segment_distance, in_axes=(0, 0, None, None))(gloves.start, gloves.end, a, b)
-    return dist - gloves.radius - bag.radius[0], direction
 
 
 class BlockEnv:
@@ -270,7 +216,7 @@ class BlockEnv:
         """
         me = self.me
         key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove = jax.random.split(key, 8)
-        kind = sample_kind(k_kind, params.kind_weights)
+        kind = block_kinds.sample_kind(k_kind, params.kind_weights)
         qpos = self._initial_qpos(params, kind, k_noise, k_place)
         pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command)
         pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
@@ -338,7 +284,7 @@ class BlockEnv:
         """
         info, table = state.info, params.punches
         key, k_punch, k_shove = jax.random.split(info.key, 3)
-        punch, frame = advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
+        punch, frame = block_punch.advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
         data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor)
         data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
@@ -366,10 +312,16 @@ class BlockEnv:
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         gloves, blockers = self._punch_capsules(data)
-        score, reached = self._score(data, gloves, blockers, table.hand[punch], table.target[punch])
-        contact, punch_glove = self._guard_contact(gloves, blockers, table.hand[punch], info.punch_glove)
+        goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
+        hand = table.hand[punch]
+        score, reached = block_punch.punch_score(
+            gloves, goals, blockers, hand, table.target[punch], cfg.reach_m
+        )
+        contact, punch_glove = block_punch.guard_contact(gloves, blockers, hand, info.punch_glove)
         parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
-        events = self._punch_events(table, punch, frame, score, reached, parried)
+        events = block_punch.punch_events(
+            table, punch, frame, score, reached, parried, self.lag_steps, cfg.block_max_score
+        )
         events = {k: v * face for k, v in events.items()}
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
@@ -506,7 +458,7 @@ class BlockEnv:
         turn = frames.yaw(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
         head = data.geom_xpos[self.me.head_geom_id, :2]
         target = jnp.concatenate([head - frames.turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
-        return follow_anchor(
+        return block_punch.follow_anchor(
             anchor,
             target,
             cfg.opponent_follow_mps * cfg.control_dt_s,
@@ -521,7 +473,7 @@ class BlockEnv:
         face = kind == FACE
         at = jnp.where(face, jnp.maximum(frame, 0), 0)
         pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
-        placed_pos, placed_quat = place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
+        placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         rows = jnp.asarray(self.opponent.mocap_ids)
         return data.replace(
             mocap_pos=data.mocap_pos.at[rows].set(
@@ -549,116 +501,28 @@ class BlockEnv:
         return data.replace(qvel=data.qvel.at[v : v + 2].add(kick)), shoved
 
     def _task(self, data: mjx.Data, info: BlockInfo, fell: jax.Array):
-        """Reward terms, events and info updates of the command, walk, bag and shove kinds (each masked to
-        its own episodes)."""
-        cfg, me = self.config, self.me
-        is_kind = [(info.kind == i).astype(jnp.float32) for i in range(len(KINDS))]
-        root = data.qpos[me.qpos_adr : me.qpos_adr + 7]
-        yaw = frames.yaw(root[3:7])
-        # command: gloves against their targets, in the heading frame, from the head
-        gloves_now = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
-        offsets = frames.to_heading_frame(yaw, gloves_now - data.xpos[self.arm_ik.head_body])
-        error = jnp.linalg.norm(offsets - info.command_offset, axis=-1)
-        on_target = jnp.all(error <= cfg.command_tolerance_m) & (is_kind[COMMAND] > 0)
-        hold = jnp.where(on_target, info.hold + 1, 0)
-        held_now = is_kind[COMMAND] * (hold == cfg.steps(cfg.command_hold_s)) * (1.0 - info.held)
-        # walk: progress toward the spot, arrival once
-        dist = jnp.linalg.norm(info.spot - root[:2])
-        speed = (info.spot_distance - dist) / cfg.control_dt_s
-        goal = is_kind[WALK] * (dist <= cfg.walk_arrive_m) * (1.0 - info.reached)
-        # bag: glove touches with their approach speed
-        caps = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.gloves)
-        gap, toward = bag_gaps(caps, vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.bag))
-        centre = 0.5 * (caps.start + caps.end)
-        velocity = jnp.where(info.step > 1, (centre - info.glove_pos) / cfg.control_dt_s, 0.0)
-        approach = jnp.maximum(jnp.sum(velocity * toward, -1), jnp.sum(info.glove_vel * toward, -1))
-        touching = (gap <= cfg.bag_touch_m).astype(jnp.float32)
-        hits = is_kind[BAG] * touching * (1.0 - info.touching) * (approach >= cfg.bag_hit_speed_mps)
-        # shove: still standing recover_s after the kick
-        recovered = (
-            is_kind[SHOVE] * (info.step == info.shove_step + 1 + cfg.steps(cfg.recover_s)) * (1.0 - fell)
+        """Reward terms, events and info updates of the command, walk, bag and shove kinds
+        (`block_kinds.kind_task`) from stepped `data`."""
+        pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
+        gloves = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
+        return block_kinds.kind_task(
+            self.config,
+            info,
+            fell,
+            data.qpos[self.me.qpos_adr : self.me.qpos_adr + 7],
+            gloves - data.xpos[self.arm_ik.head_body],
+            pose(self.gloves),
+            pose(self.bag),
         )
-        terms = {
-            "command": is_kind[COMMAND] * cfg.w_command * jnp.exp(-jnp.sum(jnp.square(error)) / 0.01),
-            "walk_progress": is_kind[WALK] * (1.0 - info.reached) * cfg.w_walk_progress
-            * jnp.clip(speed / cfg.walk_speed_mps, -1.0, 1.0),
-            "walk_goal": cfg.w_walk_goal * goal,
-            "bag_reach": is_kind[BAG] * cfg.w_bag_reach * jnp.exp(-jnp.square(jnp.min(gap)) / 0.01),
-            "bag_hit": cfg.w_bag_hit * jnp.sum(hits * jnp.minimum(approach / cfg.bag_hit_speed_mps, 2.0)),
-            "recover": cfg.w_recover * recovered,
-        }  # fmt: skip
-        events = {
-            "success/goals": goal,
-            "success/bag_hits": jnp.sum(hits),
-            "success/recoveries": recovered,
-            "success/commands_held": held_now,
-            "command/ik_residual_m": is_kind[COMMAND] * info.ik_residual,
-            "command/glove_error_m": is_kind[COMMAND] * jnp.max(error),
-            "walk/distance_m": is_kind[WALK] * dist,
-            "bag/hit_speed": jnp.sum(hits * approach),
-        }
-        info = info.replace(
-            hold=hold, held=jnp.maximum(info.held, held_now), spot_distance=dist,
-            reached=jnp.maximum(info.reached, goal), glove_pos=centre, glove_vel=velocity, touching=touching,
-        )  # fmt: skip
-        return terms, events, info
-
-    def _punch_events(
-        self, table: punches.PunchTable, punch, frame, score, reached, parried
-    ) -> dict[str, jax.Array]:
-        """() float32 flags of this step: thrown, arrived, and of an arrival one of blocked (parried on
-        its way, or scored up to `block_max_score`), missed (out of reach) or hit; of the blocks those
-        parried; the score of a hit."""
-        arrival = jnp.minimum(table.impact[punch] + self.lag_steps, table.length[punch] - 1)
-        arrived = (frame == arrival).astype(jnp.float32)
-        stopped = arrived * parried
-        landed = (arrived - stopped) * reached
-        hit = landed * (score > self.config.block_max_score)
-        return {
-            "punch/thrown": (frame == 0).astype(jnp.float32),
-            "punch/arrived": arrived,
-            "punch/blocked": stopped + landed - hit,
-            "punch/parried": stopped,
-            "punch/missed": arrived - stopped - landed,
-            "punch/hit": hit,
-            "punch/hit_score": hit * score,
-        }
 
     def _punch_capsules(self, data) -> tuple[vision.Capsules, vision.Capsules]:
         """The opponent's gloves and our blockers (gloves, forearms) posed as capsules in `data`."""
         pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
         return pose(self.opponent_gloves), pose(self.blockers)
 
-    def _guard_contact(
-        self, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, previous: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
-        """Whether the opponent's `hand` glove (of `gloves`), swept from `previous` (3,) to where it is now,
-        touched one of our `blockers`: (() float32 1.0 if so, (3,) its centre now)."""
-        glove = 0.5 * (gloves.start[hand] + gloves.end[hand])
-        dist = jax.vmap(vision.segment_distance, in_axes=(None, None, 0, 0))(
-            previous, glove, blockers.start, blockers.end
-        )
-        touched = jnp.any(dist <= blockers.radius + gloves.radius[hand])
-        return touched.astype(jnp.float32), glove
-
     def _see(self, data: mjx.Data) -> jax.Array:
         """(FRAME_SIZE,) what our fighter sees now (`vision.see`)."""
         return vision.see(data, self.vision_index)
-
-    def _score(
-        self, data: mjx.Data, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, target
-    ) -> tuple[jax.Array, jax.Array]:
-        """The opponent's `hand` glove (of `gloves`) against our `target` in `data`, past our `blockers`:
-        (() score, 0 when out of reach; () float32 1.0 when the glove is within `reach_m` of the target's
-        surface)."""
-        goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
-        glove, glove_r = gloves.start[hand], gloves.radius[hand]
-        goal, goal_r = goals.start[target], goals.radius[target]
-        clear = scoring.punch_score(glove, goal, goal_r, blockers)
-        reached = (jnp.linalg.norm(goal - glove) - glove_r - goal_r <= self.config.reach_m).astype(
-            jnp.float32
-        )
-        return clear * reached, reached
 
     def _observe(self, qpos, qvel, touch, info: BlockInfo, seen, bag_pos) -> jax.Array:
         """(observation_size,) float32 in the `obs_slices` layout."""
