@@ -258,6 +258,27 @@ def obs_stats_kl(
     return jnp.mean(0.5 * jnp.sum(jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std), axis=-1))
 
 
+def next_normalizer(
+    net: ActorCritic,
+    config: PPOConfig,
+    params: Any,
+    normalizer: Normalizer,
+    obs: jax.Array,
+    shards: Shards | None,
+) -> tuple[Normalizer, dict[str, jax.Array]]:
+    """The statistics the next rollout acts with (`normalizer` having taken in `obs`, over all devices with
+    `shards`) and the figure of how far that alone moves the updated policy (`loss/kl_from_obs_stats`);
+    `normalizer` unchanged and no figure when the config does not normalise observations."""
+    if not config.normalize_observations:
+        return normalizer, {}
+    if shards is None:
+        after = normalizer.update(obs)
+    else:
+        after = collectives.update_normalizer(normalizer, obs, shards)
+    stats_kl = obs_stats_kl(net, params, normalizer, after, obs)
+    return after, {"loss/kl_from_obs_stats": stats_kl if shards is None else shards.mean(stats_kl)}
+
+
 def train_iteration(
     env: base.Env,
     config: PPOConfig,
@@ -296,12 +317,7 @@ def train_iteration(
     batch_normalizer = train_state.normalizer
     batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)
     params, opt_state, terms = update(net, config, train_state, batch, update_key, shards)
-    normalizer = batch_normalizer
-    if config.normalize_observations:
-        if shards is None:
-            normalizer = normalizer.update(traj.obs)
-        else:
-            normalizer = collectives.update_normalizer(normalizer, traj.obs, shards)
+    normalizer, stats_metrics = next_normalizer(net, config, params, batch_normalizer, traj.obs, shards)
     if shards is not None:
         summary = collectives.sum_episodes(summary, shards)
         env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX)
@@ -317,9 +333,7 @@ def train_iteration(
     )
     metrics = iteration_metrics(summary, env_metrics, terms, curriculum, solved)
     metrics["loss/learning_rate"] = learning_rate(opt_state)
-    if config.normalize_observations:
-        stats_kl = obs_stats_kl(net, params, batch_normalizer, normalizer, traj.obs)
-        metrics["loss/kl_from_obs_stats"] = stats_kl if shards is None else shards.mean(stats_kl)
+    metrics.update(stats_metrics)
     return train_state, rollout_state, metrics
 
 
