@@ -11,6 +11,8 @@ import time
 from typing import Any
 
 PROCESS_START_S = time.perf_counter()
+SETUP_MARKS_S: dict[str, float] = {}
+"""Seconds from `PROCESS_START_S` to named points of a CLI's set-up before training (`mark`)."""
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
@@ -174,11 +176,17 @@ def run_options(args: argparse.Namespace, out: str) -> dict[str, Any]:
     )
 
 
+def mark(name: str) -> None:
+    """Record how long after `PROCESS_START_S` the set-up reached `name` (summary.json's `setup_marks_s`)."""
+    SETUP_MARKS_S[name] = time.perf_counter() - PROCESS_START_S
+
+
 def summary_head(args: argparse.Namespace, history: list[dict[str, Any]]) -> dict[str, Any]:
     """What every training CLI's summary.json starts with: set-up time, iterations, overrides, returns."""
     return {
         "setup_s": history[0].get("setup_s"),
         "setup_phases_s": {k: v for k, v in history[0].items() if k.startswith("setup/")},
+        "setup_marks_s": dict(SETUP_MARKS_S),
         "iterations": int(history[-1]["iteration"]),
         "overrides": {"ppo": args.ppo, "env": args.env},
         "first_return": history[0]["episode/return"],

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from boxjax import platform
 
     platform.configure(args.platform, args.cache)
+    _cli.mark("platform_configured")
     from boxjax.rl import checkpoint
 
     on_workers = args.platform == "cpu" and args.mode != "fused"
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         f"distill_coef={config.distill_coef} -> {out}",
         flush=True,
     )
+    _cli.mark("env_built")
     extra = PROGRESS + (_cli.CPU_PROFILE if on_workers else ())
     progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
     common = dict(

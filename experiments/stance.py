@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from boxjax import platform
 
     platform.configure(args.platform, args.cache)
+    _cli.mark("platform_configured")
     from boxjax.envs.stance import StanceConfig
 
     config = ppo_config(args)
@@ -142,6 +143,7 @@ def train_gpu(args, config, options: dict, out: str, common: dict):
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
         flush=True,
     )
+    _cli.mark("env_built")
     return ppo.train_run(
         env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
     )

@@ -1,6 +1,7 @@
 """The benchmark and report tools' own logic: shape parsing, cost cells, CPU projections, the plot's
 reading of bench rows, the learning-check table (no GPU)."""
 
+import argparse
 import gzip
 import json
 import os
@@ -23,6 +24,15 @@ def test_stance_defaults_to_its_tuned_ppo_settings_and_the_command_line_wins(pla
     assert (tuned.init_log_std, tuned.desired_kl) == (-1.6, 0.02)
     chosen = stance.ppo_config(stance.arguments(["--platform", platform, "--ppo", "desired_kl=0.01"]))
     assert (chosen.init_log_std, chosen.desired_kl) == (-1.6, 0.01)
+
+
+def test_setup_marks_reach_the_summary_in_order():
+    _cli.mark("first")
+    _cli.mark("second")
+    args = argparse.Namespace(ppo=[], env=[])
+    head = _cli.summary_head(args, [{"setup_s": 1.0, "iteration": 1.0, "episode/return": 0.0}])
+    marks = head["setup_marks_s"]
+    assert 0.0 < marks["first"] <= marks["second"]
 
 
 def test_shapes_parse_and_bad_ones_are_named():
