@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         f"distill_coef={config.distill_coef} -> {out}",
         flush=True,
     )
-    _cli.mark("env_built")
+    _cli.mark("env_built_init_prepared")
     extra = PROGRESS + (_cli.CPU_PROFILE if on_workers else ())
     progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
     common = dict(

@@ -125,6 +125,7 @@ def train_cpu(args, config, options: dict, out: str, common: dict):
         f"obs={probe.observation_size} act={probe.action_size} -> {out}",
         flush=True,
     )
+    _cli.mark("env_built")
     factory = functools.partial(StanceCpuEnv, stance_config)
     return workers.train(factory, config, layout, jax.random.PRNGKey(args.seed), **common)
 

@@ -26,13 +26,24 @@ def test_stance_defaults_to_its_tuned_ppo_settings_and_the_command_line_wins(pla
     assert (chosen.init_log_std, chosen.desired_kl) == (-1.6, 0.01)
 
 
-def test_setup_marks_reach_the_summary_in_order():
+def test_setup_marks_reach_the_summary_in_order(monkeypatch):
+    monkeypatch.setattr(_cli, "SETUP_MARKS_S", {})
     _cli.mark("first")
     _cli.mark("second")
     args = argparse.Namespace(ppo=[], env=[])
     head = _cli.summary_head(args, [{"setup_s": 1.0, "iteration": 1.0, "episode/return": 0.0}])
     marks = head["setup_marks_s"]
     assert 0.0 < marks["first"] <= marks["second"]
+
+
+def test_bench_variants_override_methods_the_block_env_calls():
+    from boxjax.envs.block import BlockEnv
+
+    for name in (*bench_block.VARIANTS, "no_ik"):
+        cls = type(bench_block.variant_env(name, "simple", 2))
+        own = {k for k, v in vars(cls).items() if callable(v)} if cls is not BlockEnv else set()
+        assert own <= set(vars(BlockEnv)), (name, own - set(vars(BlockEnv)))
+        assert name in ("full", "physics") or own, name
 
 
 def test_shapes_parse_and_bad_ones_are_named():

@@ -351,9 +351,7 @@ def test_score_on_posed_fighters():
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
     data = _kinematics(qpos, impact_of="jab-head-medium")
-    goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, e.targets)
-    gloves, blockers = e._punch_capsules(data)
-    score = block_punch.punch_score(gloves, goals, blockers, jnp.int32(0), jnp.int32(0), e.config.reach_m)
+    score = e._score(data, *e._punch_capsules(data), jnp.int32(0), jnp.int32(0))
     assert [float(x) for x in score] == [1.0, 1.0]
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))

@@ -122,10 +122,10 @@ def test_needs_fused_factor():
 
 def test_kernel_refuses_a_tree_larger_than_shared_memory(body):
     _, _, schedule, _ = body
-    used = schedule.nc + 2 * schedule.nv + schedule.nslot
-    assert used <= factor.SHARED_FLOATS_MAX  # the bodies we ship fit
+    assert factor.shared_floats(schedule.nc, schedule.nv, schedule.nslot) <= factor.SHARED_FLOATS_MAX
+    assert factor.shared_floats(factor.SHARED_FLOATS_MAX - 129, 64, 0) == factor.SHARED_FLOATS_MAX
     with pytest.raises(ValueError, match="shared memory"):
-        factor._kernel(1, factor.SHARED_FLOATS_MAX, 64, 1)
+        factor.shared_floats(factor.SHARED_FLOATS_MAX - 128, 64, 0)
 
 
 def test_numpy_schedule_matches_mj_factorM(body):

@@ -312,11 +312,8 @@ class BlockEnv:
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         gloves, blockers = self._punch_capsules(data)
-        goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
         hand = table.hand[punch]
-        score, reached = block_punch.punch_score(
-            gloves, goals, blockers, hand, table.target[punch], cfg.reach_m
-        )
+        score, reached = self._score(data, gloves, blockers, hand, table.target[punch])
         contact, punch_glove = block_punch.guard_contact(gloves, blockers, hand, info.punch_glove)
         parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
         events = block_punch.punch_events(
@@ -504,13 +501,13 @@ class BlockEnv:
         """Reward terms, events and info updates of the command, walk, bag and shove kinds
         (`block_kinds.kind_task`) from stepped `data`."""
         pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
-        gloves = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
+        glove_sites = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
         return block_kinds.kind_task(
             self.config,
             info,
             fell,
             data.qpos[self.me.qpos_adr : self.me.qpos_adr + 7],
-            gloves - data.xpos[self.arm_ik.head_body],
+            glove_sites - data.xpos[self.arm_ik.head_body],
             pose(self.gloves),
             pose(self.bag),
         )
@@ -519,6 +516,14 @@ class BlockEnv:
         """The opponent's gloves and our blockers (gloves, forearms) posed as capsules in `data`."""
         pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
         return pose(self.opponent_gloves), pose(self.blockers)
+
+    def _score(
+        self, data: mjx.Data, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, target
+    ) -> tuple[jax.Array, jax.Array]:
+        """The opponent's `hand` glove against our `target` in `data` (`block_punch.judge_punch`): (score,
+        reached). A method so a benchmark variant can leave the scoring out."""
+        goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
+        return block_punch.judge_punch(gloves, goals, blockers, hand, target, self.config.reach_m)
 
     def _see(self, data: mjx.Data) -> jax.Array:
         """(FRAME_SIZE,) what our fighter sees now (`vision.see`)."""

@@ -57,7 +57,7 @@ def guard_contact(
     return touched.astype(jnp.float32), glove
 
 
-def punch_score(
+def judge_punch(
     gloves: vision.Capsules,
     goals: vision.Capsules,
     blockers: vision.Capsules,

@@ -229,7 +229,7 @@ def factor_numpy(
 
 
 def _finish(L, x, dinv, tgt, drow, sums) -> None:
-    """Numpy twin of the kernel's `_finish`: subtract the sums from their targets (entries or rhs)."""
+    """Numpy twin of the kernel's `finish_one`: subtract the sums from their targets (entries or rhs)."""
     entry = tgt >= 0
     L[tgt[entry]] -= sums[entry]
     x[-1 - tgt[~entry]] -= sums[~entry]
@@ -245,8 +245,10 @@ def _sync(): ...
 def _shared_memory(size: int):
     """A native accessor of one block-shared float buffer of `size` entries: `access(i, v, store)` writes v to
     entry i when `store` is 1, and returns entry i. A plain `__shared__` array on CUDA (static, one per block)
-    and a static array on the CPU, whose blocks run one after another (their fibers share it, as a block's
-    threads share shared memory). Unlike a Warp tile's element writes, an access carries no barrier, so the
+    and a static array on the CPU, where a launch runs its blocks one after another (a block's fibers share
+    it, as a block's threads share shared memory). That CPU buffer is one per process: two CPU launches of the
+    kernel must not run at once from different threads (Warp's CPU JIT has no thread-local storage; the CPU
+    kernel serves the tests). Unlike a Warp tile's element writes, an access carries no barrier, so the
     lanes may touch different entries in divergent loops; `_sync` orders them."""
     snippet = f"""
 #if defined(__CUDA_ARCH__)
@@ -264,17 +266,23 @@ def _shared_memory(size: int):
     return access
 
 
-@functools.cache
-def _kernel(nlev: int, nc: int, nv: int, nslot: int):
-    """The fused factor+solve kernel for one schedule's sizes; launch with dim=(nworld, LANES),
-    block_dim=LANES. A world's L, x, 1/D and partial sums live in its block's shared memory throughout."""
+def shared_floats(nc: int, nv: int, nslot: int) -> int:
+    """Floats of one world's shared buffer (L, x, 1/D, partial sums); an error naming the sizes when it
+    exceeds `SHARED_FLOATS_MAX`."""
     size = nc + 2 * nv + max(nslot, 1)
     if size > SHARED_FLOATS_MAX:
         raise ValueError(
             f"factor kernel: a world's buffer (nC {nc} + 2 nv {2 * nv} + slots {nslot} = {size} floats) "
-            f"exceeds one block's shared memory ({SHARED_FLOATS_MAX} floats); use --factor stock"
+            f"exceeds one block's shared memory ({SHARED_FLOATS_MAX} floats); use MuJoCo Warp's factorisation"
         )
-    access = _shared_memory(size)
+    return size
+
+
+@functools.cache
+def _kernel(nlev: int, nc: int, nv: int, nslot: int):
+    """The fused factor+solve kernel for one schedule's sizes; launch with dim=(nworld, LANES),
+    block_dim=LANES. A world's L, x, 1/D and partial sums live in its block's shared memory throughout."""
+    access = _shared_memory(shared_floats(nc, nv, nslot))
     x0, d0, s0 = nc, nc + nv, nc + 2 * nv  # offsets of x, 1/D and the partial sums in the buffer
 
     @wp.func
@@ -320,7 +328,7 @@ def _kernel(nlev: int, nc: int, nv: int, nslot: int):
         bd = wp.block_dim()
         # Lanes past the block (a CPU launch that resolved block_dim to 1) only meet the barriers.
         lane = wp.where(t < bd, t, 1 << 29)
-        _sync()  # the previous block's lanes (CPU fibers) are done with the buffer
+        _sync()  # a block running several worlds in turn (a capped grid) has finished with the last one
         for e in range(lane, wp.static(nc), bd):
             st(e, M[w, e])
         for v in range(lane, wp.static(nv), bd):
@@ -371,7 +379,7 @@ def _kernel(nlev: int, nc: int, nv: int, nslot: int):
         for v in range(lane, wp.static(nv), bd):
             Dinv[w, v] = ld(wp.static(d0) + v)
             x[w, v] = ld(wp.static(x0) + v)
-        _sync()  # every lane has read the buffer before the next block (CPU fibers) writes it
+        _sync()  # every lane has read the buffer before the block's next world (a capped grid) writes it
 
     return fused_factor_solve
 

@@ -35,11 +35,12 @@ def register(mj_model: mujoco.MjModel) -> Schedule | None:
     The patch runs inside a CUDA-graph capture, where it can neither read the model back nor upload
     tables, so it finds them by a structural fingerprint (nv, nC, MuJoCo Warp's per-level update counts).
     `install()` calls this from `put_model` automatically. Returns None for models the patch leaves alone
-    (no tree on the sparse-LDL path).
+    (no tree on the sparse-LDL path); an error for a tree too large for one block's shared memory.
     """
     if not needs_fused_factor(mj_model):
         return None
     schedule = factor.level_schedule(mj_model)
+    factor.shared_floats(schedule.nc, schedule.nv, schedule.nslot)  # fits one block, else an error now
     known = _SCHEDULES.get(schedule.fingerprint)
     if known is not None and not _same_tables(known, schedule):
         raise ValueError(
