@@ -18,10 +18,13 @@ import _cli  # noqa: E402
 
 CPU_WORLDS = 64
 """Default worlds per collector on the CPU path."""
-STANCE_PPO = {"init_log_std": -1.6, "desired_kl": 0.02}
-"""PPO settings the stance solves fastest with (H200, 2026-12-01: muscular-fast 1,024 worlds solved in 168.5 s
-with these against 236.8 / 255.4 s with `desired_kl` 0.01; the CPU pairs agree, docs/benchmarks.md). `--ppo`
-overrides them."""
+STANCE_PPO = {"init_log_std": -1.6, "desired_kl": 0.04}
+"""PPO settings the stance solves fastest with (H200, 2026-12-01, with `STANCE_ENV`: muscular-fast 1,024
+worlds solved in 111.9 / 104.9 s, simple 512 in 76.9 / 66.9 s, two seeds each, against 168.5 / 96.1 s with
+`desired_kl` 0.02 and the library's window; docs/benchmarks.md). `--ppo` overrides them."""
+STANCE_ENV = {"wait_episodes": 1.0}
+"""Stance settings of those solves: the curriculum judges a window of one episode per world (the library's
+default waits two). `--env` overrides them."""
 
 
 def ppo_config(args):
@@ -38,6 +41,13 @@ def ppo_config(args):
         overrides = _cli.ppo_overrides(args)
     defaults = ppo.PPOConfig(**sizes, **STANCE_PPO)
     return ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
+
+
+def env_options(args) -> dict:
+    """The run's StanceConfig fields: `STANCE_ENV`, then the command line's `--env` values."""
+    from boxjax.envs.stance import StanceConfig
+
+    return {**STANCE_ENV, **_cli.field_values(args.env, StanceConfig())}
 
 
 def arguments(argv: list[str] | None = None):
@@ -65,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from boxjax.envs.stance import StanceConfig
 
     config = ppo_config(args)
-    options = _cli.field_values(args.env, StanceConfig())
+    options = env_options(args)
     levels = StanceConfig(**options).levels
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)

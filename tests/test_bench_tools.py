@@ -21,9 +21,17 @@ import stance  # noqa: E402
 @pytest.mark.parametrize("platform", ["cpu", "gpu"])
 def test_stance_defaults_to_its_tuned_ppo_settings_and_the_command_line_wins(platform):
     tuned = stance.ppo_config(stance.arguments(["--platform", platform]))
-    assert (tuned.init_log_std, tuned.desired_kl) == (-1.6, 0.02)
+    assert (tuned.init_log_std, tuned.desired_kl) == (-1.6, 0.04)
     chosen = stance.ppo_config(stance.arguments(["--platform", platform, "--ppo", "desired_kl=0.01"]))
     assert (chosen.init_log_std, chosen.desired_kl) == (-1.6, 0.01)
+
+
+def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
+    from boxjax.envs.stance import StanceConfig
+
+    assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 1.0
+    chosen = stance.env_options(stance.arguments(["--env", "wait_episodes=2", "--env", "levels=4"]))
+    assert StanceConfig(**chosen).wait_episodes == 2.0 and chosen["levels"] == 4
 
 
 def test_setup_marks_reach_the_summary_in_order(monkeypatch):
