@@ -75,17 +75,19 @@ def resolve_impl(impl: str | None) -> str:
 
 
 def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
-    """The model on the device; with Warp, solver-cap warnings are masked so they cannot flood stdout."""
+    """The model on the device; with Warp, MuJoCo Warp's step modules compiled side by side
+    (`boxjax.physics.preload`) and solver-cap warnings masked so they cannot flood stdout."""
     if config.impl == "warp":
         import warp
 
-        from boxjax.physics import factor_patch
+        from boxjax.physics import factor_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         fused = config.fused_factor
         factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
     model = mjx.put_model(mj_model, impl=config.impl)
     if config.impl == "warp":
+        preload.preload_step_modules()
         quiet = sum(OVERFLOW_BITS.values())
         model = model.tree_replace({"opt._impl.warn_overflow": quiet})
     return model
