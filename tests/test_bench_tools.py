@@ -142,3 +142,16 @@ def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
     assert _cli.read_metrics(str(plain)) == rows == _cli.read_metrics(str(zipped))
     with pytest.raises(FileNotFoundError, match="metrics.jsonl.gz"):
         _cli.read_metrics(str(tmp_path))
+
+
+def test_teacher_time_leaves_out_the_cost_of_the_call(monkeypatch):
+    env = bench_block.variant_env("full", "simple", 2, "untrained")
+    seconds = iter([0.005, 0.004, 0.003, 0.004])  # targets, then the bare call; twice
+
+    def scripted(fn, *args, repeats):
+        return 0.0, next(seconds), None
+
+    monkeypatch.setattr(bench_block.bench, "timed", scripted)
+    assert bench_block.time_teacher(env, None, None, 1) == pytest.approx(0.001)
+    assert bench_block.time_teacher(env, None, None, 1) == 0.0  # a call dearer than the work: noise, not < 0
+    assert bench_block.time_teacher(bench_block.variant_env("full", "simple", 2), None, None, 1) == 0.0
