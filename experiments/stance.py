@@ -50,6 +50,20 @@ def env_options(args) -> dict:
     return {**STANCE_ENV, **_cli.field_values(args.env, StanceConfig())}
 
 
+def effective_settings(config, options: dict) -> dict:
+    """The run's shape and its values of every field the stance defaults set (`STANCE_PPO`, `STANCE_ENV`):
+    what a summary needs to be read after the defaults change."""
+    from boxjax.envs.stance import StanceConfig
+
+    env = StanceConfig(**options)
+    return {
+        "worlds": config.num_envs,
+        "unroll": config.unroll_length,
+        **{name: getattr(config, name) for name in STANCE_PPO},
+        **{name: getattr(env, name) for name in STANCE_ENV},
+    }
+
+
 def arguments(argv: list[str] | None = None):
     """The parsed command line."""
     parser = _cli.base_parser(__doc__)
@@ -100,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = {
         **_cli.summary_head(args, history),
+        "settings": effective_settings(config, options),
         "solved": result.solved_at_s is not None,
         "time_to_solve_s": result.solved_at_s,
         "train_s_to_solve": None

@@ -32,6 +32,15 @@ def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
     assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 1.0
     chosen = stance.env_options(stance.arguments(["--env", "wait_episodes=2", "--env", "levels=4"]))
     assert StanceConfig(**chosen).wait_episodes == 2.0 and chosen["levels"] == 4
+    args = stance.arguments(["--platform", "cpu", "--envs", "8", "--ppo", "desired_kl=0.01"])
+    settings = stance.effective_settings(stance.ppo_config(args), stance.env_options(args))
+    assert settings == {
+        "worlds": 8,
+        "unroll": 16,
+        "init_log_std": -1.6,
+        "desired_kl": 0.01,
+        "wait_episodes": 1.0,
+    }
 
 
 def test_setup_marks_reach_the_summary_in_order(monkeypatch):
