@@ -18,8 +18,9 @@ import warp as wp
 from boxjax.physics import factor
 from boxjax.physics.factor import Schedule
 
-_SMOOTH = "mujoco.mjx.third_party.mujoco_warp._src.smooth"
-_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
+MJWARP_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
+"""The MuJoCo Warp that MJX runs (its vendored copy)."""
+_SMOOTH = f"{MJWARP_PACKAGE}._src.smooth"
 
 _SCHEDULES: dict[tuple, Schedule] = {}
 
@@ -124,7 +125,7 @@ def install(enabled: bool = True) -> None:
     staged graph modes cannot be cleared, so there switch in a fresh process.
     """
     smooth = importlib.import_module(_SMOOTH)
-    package = importlib.import_module(_PACKAGE)
+    package = importlib.import_module(MJWARP_PACKAGE)
     if enabled and not _ORIGINAL:
         _ORIGINAL["factor_solve_blocks"] = smooth._factor_solve_blocks  # mixed models (fails here if renamed)
         _ORIGINAL["factor_solve_i"] = smooth.factor_solve_i

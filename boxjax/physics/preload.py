@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 import time
 
-_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
-"""The MuJoCo Warp that MJX runs (its vendored copy)."""
+from boxjax.physics.factor_patch import MJWARP_PACKAGE
+
 STEP_MODULES = tuple(
-    f"{_PACKAGE}._src.{name}"
+    f"{MJWARP_PACKAGE}._src.{name}"
     for name in ("smooth", "forward", "passive", "sensor", "solver", "support", "constraint")
 )
 """MuJoCo Warp's modules whose module-level kernels one step loads: listed from the modules that one step of
@@ -31,7 +31,7 @@ def enabled() -> bool:
     return os.environ.get("BOXJAX_WARP_PRELOAD", "1") != "0"
 
 
-def load_modules(names: tuple[str, ...], devices: list, max_workers: int | None = None) -> float:
+def load_modules(names: tuple[str, ...], devices: list) -> float:
     """Load (compiling when not cached) the named Warp modules on every device, side by side; returns seconds.
 
     A name without Warp kernels is an error naming it (a renamed MuJoCo Warp module must not silently drop
@@ -44,7 +44,7 @@ def load_modules(names: tuple[str, ...], devices: list, max_workers: int | None 
     if empty:
         raise ValueError(f"no Warp kernels in module {', '.join(empty)} (renamed, or not imported?)")
     start = time.perf_counter()
-    wp.force_load(device=devices, modules=modules, max_workers=max_workers or len(modules) * len(devices))
+    wp.force_load(device=devices, modules=modules, max_workers=len(modules) * len(devices))
     return time.perf_counter() - start
 
 
@@ -54,8 +54,7 @@ def preload_step_modules() -> float:
 
     import warp as wp
 
-    importlib.import_module(_PACKAGE)  # defines the modules
-    devices = wp.get_cuda_devices()
-    if not enabled() or not devices:
+    if not enabled() or not wp.get_cuda_devices():
         return 0.0
-    return load_modules(STEP_MODULES, devices)
+    importlib.import_module(MJWARP_PACKAGE)  # defines the modules
+    return load_modules(STEP_MODULES, wp.get_cuda_devices())
