@@ -69,16 +69,21 @@ case "$1" in
     mkdir -p "$OUT/$run" && cp runs/$run/{metrics.jsonl,summary.json} "$OUT/$run/"
     ;;
   coldsetup)  # coldsetup BODY WORLDS: set-up with empty JAX and Warp caches, Warp's step modules preloaded
-    # side by side (default) and not (BOXJAX_WARP_PRELOAD=0), in that order; two iterations each
+    # side by side (1) and not (0, BOXJAX_WARP_PRELOAD=0), COLD_PRELOADS of them in order (default "1 0");
+    # two iterations each. On a fresh machine the first run fills the session's cache ($BOXJAX_CACHE, still
+    # empty then) so later phases find its kernels; every other run gets a throwaway empty cache.
     body=$2; worlds=$3
-    for preload in 1 0; do
+    for preload in ${COLD_PRELOADS:-1 0}; do
       run="coldsetup-$body-$worlds-preload$preload"; cache=/tmp/cold-$run
-      log "cold set-up $body $worlds, preload $preload"
-      rm -rf "$cache"; BOXJAX_CACHE=$cache WARP_CACHE_PATH=$cache/warp BOXJAX_WARP_PRELOAD=$preload \
+      [ -e "$BOXJAX_CACHE" ] || cache=$BOXJAX_CACHE
+      log "cold set-up $body $worlds, preload $preload, cache $cache"
+      [ "$cache" = "$BOXJAX_CACHE" ] || rm -rf "$cache"
+      BOXJAX_CACHE=$cache WARP_CACHE_PATH=$cache/warp BOXJAX_WARP_PRELOAD=$preload \
         timeout "${COLD_LIMIT_S:-200}" python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" \
         --unroll 32 --iterations 2 --name "$run" 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
       python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[1], s['setup_s'], \
 s['setup_phases_s'], s['setup_marks_s'])" "runs/$run/summary.json" 2>&1 | tail -1 | tee -a "$OUT/logs/session.txt"
+      mkdir -p "$OUT/$run" && cp "runs/$run/summary.json" "$OUT/$run/" 2>/dev/null
     done
     ;;
   bench)  # bench BODIES WORLDS

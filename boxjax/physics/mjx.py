@@ -87,7 +87,9 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
     model = mjx.put_model(mj_model, impl=config.impl)
     if config.impl == "warp":
-        preload.preload_step_modules()
+        preload_s = preload.preload_step_modules()
+        if preload_s:
+            print(f"Warp step modules preloaded in {preload_s:.1f} s", flush=True)
         quiet = sum(OVERFLOW_BITS.values())
         model = model.tree_replace({"opt._impl.warn_overflow": quiet})
     return model
