@@ -25,7 +25,7 @@ case "$1" in
     body=$2; worlds=$3; minutes=$4; shift 4
     log "stance $body $worlds worlds, $minutes min $*"
     timeout $((60 * ${minutes%.*} + 150)) python3 experiments/stance.py --platform gpu --body "$body" \
-      --envs "$worlds" --unroll 32 --minutes "$minutes" --name "h200-$body-$worlds" "$@" 2>&1 \
+      --envs "$worlds" --minutes "$minutes" --name "h200-$body-$worlds" "$@" 2>&1 \
       | grep -v "^Module " | tee "$OUT/logs/stance-$body-$worlds.txt" | tail -25
     ;;
   parity)  # the MJX-JAX parity test alone (after the matmul-precision fix)
@@ -56,13 +56,14 @@ case "$1" in
     log "best sweep run: $best -> $(cat /tmp/best-args)"
     ;;
   solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU (or beside another
-    # through `par`: SOLVE_TAG suffixes the run name, SOLVE_MEM is its GPU memory share)
+    # through `par`: SOLVE_TAG suffixes the run name, SOLVE_MEM is its GPU memory share, SOLVE_UNROLL its
+    # steps per world, default 16)
     body=$2; worlds=$3; shift 3
     run="solve-$body-$worlds${SOLVE_TAG:-}"
     log "solve $body $worlds $* ($run)"
     limit=${SOLVE_LIMIT_S:-300}
     XLA_PYTHON_CLIENT_MEM_FRACTION=${SOLVE_MEM:-0.75} timeout "$limit" python3 experiments/stance.py --platform gpu \
-      --body "$body" --envs "$worlds" --unroll 32 --iterations 3000 --checkpoint-every 100 --name "$run" \
+      --body "$body" --envs "$worlds" --unroll "${SOLVE_UNROLL:-16}" --iterations 3000 --checkpoint-every 100 --name "$run" \
       $(cat /tmp/best-args 2>/dev/null) "$@" 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
     tail -2 "$OUT/logs/$run.txt"
     python3 experiments/run_report.py "runs/$run" | tee -a "$OUT/logs/session.txt"
@@ -139,8 +140,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     body=$2
     log "stance solve for the learning check: $body"
     XLA_PYTHON_CLIENT_MEM_FRACTION=${STANCE_MEM:-0.75} timeout "${SOLVE_LIMIT_S:-260}" python3 experiments/stance.py \
-      --platform gpu --body "$body" --envs 1024 --unroll 32 --iterations 3000 --checkpoint-every 25 \
-      --ppo init_log_std=-1.6 --name "stance-$body" 2>&1 | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
+      --platform gpu --body "$body" --iterations 3000 --checkpoint-every 25 --name "stance-$body" 2>&1 | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
     tail -2 "$OUT/logs/stance-$body.txt"
     ;;
   stance-then-learn)  # stance-then-learn BODY MINUTES: `stance-ckpt BODY`, then `learn` from its checkpoint

@@ -18,13 +18,19 @@ import _cli  # noqa: E402
 
 CPU_WORLDS = 64
 """Default worlds per collector on the CPU path."""
+GPU_SHAPE = dict(num_envs=2048, unroll_length=16, minibatch_size=2048)
+"""The GPU run's batch: 2,048 worlds x 16 steps, 16 minibatches (H200, 2026-12-02: with `STANCE_PPO` and
+`STANCE_ENV` muscular-fast solved in 87.5 / 73.1 s, simple in 42.9 / 44.9 s with warm caches, two seeds
+each; 1,024 x 32, the same batch, took 0.38 s per muscular-fast iteration against 0.19; docs/benchmarks.md).
+`--envs`, `--unroll`, `--minibatch` override it."""
 STANCE_PPO = {"init_log_std": -1.6, "desired_kl": 0.04}
-"""PPO settings the stance solves fastest with (H200, 2026-12-01, with `STANCE_ENV`: muscular-fast 1,024
-worlds solved in 111.9 / 104.9 s, simple 512 in 76.9 / 66.9 s, two seeds each, against 168.5 / 96.1 s with
+"""PPO settings the stance solves fastest with (H200, 2026-12-01: with a one-episode window muscular-fast
+1,024 x 32 solved in 111.9 / 104.9 s, simple 512 x 32 in 76.9 / 66.9 s, against 168.5 / 96.1 s with
 `desired_kl` 0.02 and the library's window; docs/benchmarks.md). `--ppo` overrides them."""
-STANCE_ENV = {"wait_episodes": 1.0}
-"""Stance settings of those solves: the curriculum judges a window of one episode per world (the library's
-default waits two). `--env` overrides them."""
+STANCE_ENV = {"wait_episodes": 0.5}
+"""Stance settings of those solves: the curriculum judges a window of half an episode per world (and at least
+one finished episode; the library's default waits two episodes; a one-episode window took 350 iterations
+against 325 for muscular-fast at `GPU_SHAPE`). `--env` overrides them."""
 
 
 def ppo_config(args):
@@ -37,7 +43,7 @@ def ppo_config(args):
         unroll = overrides.get("unroll_length", 16)
         sizes = dict(num_envs=worlds, unroll_length=unroll, minibatch_size=worlds * unroll // 4)
     else:
-        sizes = dict(num_envs=1024, unroll_length=32, minibatch_size=2048)
+        sizes = GPU_SHAPE
         overrides = _cli.ppo_overrides(args)
     defaults = ppo.PPOConfig(**sizes, **STANCE_PPO)
     return ppo.PPOConfig(**{**defaults.to_dict(), **overrides})

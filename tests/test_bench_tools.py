@@ -26,10 +26,17 @@ def test_stance_defaults_to_its_tuned_ppo_settings_and_the_command_line_wins(pla
     assert (chosen.init_log_std, chosen.desired_kl) == (-1.6, 0.01)
 
 
+def test_stance_gpu_batch_defaults_to_2048_worlds_by_16_steps_and_the_command_line_wins():
+    shape = stance.ppo_config(stance.arguments(["--platform", "gpu"]))
+    assert (shape.num_envs, shape.unroll_length, shape.minibatch_size) == (2048, 16, 2048)
+    chosen = stance.ppo_config(stance.arguments(["--platform", "gpu", "--envs", "1024", "--unroll", "32"]))
+    assert (chosen.num_envs, chosen.unroll_length, chosen.minibatch_size) == (1024, 32, 2048)
+
+
 def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
     from boxjax.envs.stance import StanceConfig
 
-    assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 1.0
+    assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 0.5
     chosen = stance.env_options(stance.arguments(["--env", "wait_episodes=2", "--env", "levels=4"]))
     assert StanceConfig(**chosen).wait_episodes == 2.0 and chosen["levels"] == 4
     args = stance.arguments(["--platform", "cpu", "--envs", "8", "--ppo", "desired_kl=0.01"])
@@ -39,7 +46,7 @@ def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
         "unroll": 16,
         "init_log_std": -1.6,
         "desired_kl": 0.01,
-        "wait_episodes": 1.0,
+        "wait_episodes": 0.5,
     }
 
 
