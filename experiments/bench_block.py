@@ -213,12 +213,14 @@ def time_iteration(
     body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, first, teacher: str
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
-    state `first`: {compile, iteration, collect, teacher, overflow}."""
+    state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
+    keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}."""
     import time
 
     import jax
     import jax.numpy as jnp
 
+    from boxjax.physics import graphs
     from boxjax.rl import ppo
     from boxjax.rl.rollout import RolloutState, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
@@ -251,10 +253,13 @@ def time_iteration(
     tick = time.perf_counter()
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
     compile_s, best = time.perf_counter() - tick, float("inf")
+    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
+    captured_before = graphs.capture_keys()
     for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         best = min(best, time.perf_counter() - tick)
+    captures = graphs.new_captures(captured_before) / repeats
     overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
     teacher_s = unroll * time_teacher(env, params, first, repeats)
     return {
@@ -263,6 +268,7 @@ def time_iteration(
         "collect": collect_s,
         "teacher": teacher_s,
         "overflow": overflow,
+        "graph_captures": captures,
     }
 
 
@@ -275,6 +281,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
         ("it_collect_s", it["collect"], "s"),
         ("it_teacher_s", it["teacher"], "s"),
         ("it_overflow_worlds", it["overflow"], "worlds"),
+        ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
     ]
 
 
@@ -359,14 +366,14 @@ def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
             "",
             "| body | worlds | s/iteration | steps/s | "
             + " | ".join(f"{p} s" for p in ITERATION_PARTS)
-            + " | $/1k it | $/M steps |",
+            + " | graphs/it | $/1k it | $/M steps |",
         ]
-        lines.append("|" + "---|" * (6 + len(ITERATION_PARTS)))
+        lines.append("|" + "---|" * (7 + len(ITERATION_PARTS)))
         for (body, worlds), m in timed:
             cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" if f"it_{p}_s" in m else "–" for p in ITERATION_PARTS)
             lines.append(
                 f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} | "
-                f"{dollars(m, price)} |"
+                f"{m.get('it_graph_captures', float('nan')):.1f} | {dollars(m, price)} |"
             )
         lines.append("\n" + (f"prices: {price[0]} at ${price[1]}/h" if price else "no price for this device"))
     return "\n".join(lines)

@@ -84,6 +84,21 @@ def test_dollar_cells_from_seconds_and_price():
     assert bench_block.dollars(figures, None) == "n/a | n/a"
 
 
+def test_iteration_table_shows_parts_and_graph_captures():
+    figures = {
+        "s_per_iteration": 0.36,
+        "steps_per_s": 100_000.0,
+        "it_physics_s": 0.2,
+        "it_graph_captures": 2.0,
+    }
+    rows = [{"body": "muscular", "worlds": 2048, "metric": k, "value": v} for k, v in figures.items()]
+    lines = bench_block.markdown(rows, ("card", 3.0)).splitlines()
+    header, rule, row = lines[lines.index("") + 1 : lines.index("") + 4]
+    assert header.split(" | ")[-3] == "graphs/it" and header.count("|") == rule.count("|") == row.count("|")
+    cells = row.strip("| ").split(" | ")
+    assert cells[:5] == ["muscular", "2048", "0.360", "100,000", "0.200"] and cells[-3] == "2.0"
+
+
 def test_cpu_projections_to_96_vcpus():
     scaled = dict((m, v) for m, v, _ in bench_cpu.scaled_rows(10_000.0, 16))
     assert scaled["scaled_steps_per_s_96vcpu"] == pytest.approx(60_000.0)

@@ -180,6 +180,19 @@ def test_setup_time_is_split_where_the_work_happens(monkeypatch):
     assert phases == pytest.approx(first["setup_s"]) and not any(k.startswith("setup") for k in history[1])
 
 
+def test_each_iteration_counts_its_graph_captures_and_reports_them_once_warm(monkeypatch, capsys):
+    """Each iteration's figures hold the graphs captured during it; past the warm ones they are printed."""
+    _, quiet = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=1)
+    assert quiet[0][ppo.GRAPH_CAPTURES] == 0.0  # no MuJoCo Warp here
+    monkeypatch.setattr(ppo.graphs, "new_captures", lambda before: 4)
+    _, history = ppo.train(
+        PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=ppo.WARM_ITERATIONS + 1
+    )
+    assert [h[ppo.GRAPH_CAPTURES] for h in history] == [4.0] * (ppo.WARM_ITERATIONS + 1)
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("GRAPH CAPTURES")]
+    assert printed == [ppo.capture_report(history[-1])]
+
+
 def test_checkpoint_restores_only_the_named_parts_whatever_the_others_hold(tmp_path):
     """A stance checkpoint of the GPU path holds MuJoCo Warp's rollout state; a model-only restore (block's
     `--init`) names just {"train": ...} and must not need the other part's structure."""

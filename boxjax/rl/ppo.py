@@ -25,6 +25,7 @@ from flax import struct
 
 import boxjax
 from boxjax.envs.base import Env
+from boxjax.physics import graphs
 from boxjax.rl import checkpoint, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.networks import ActorCritic, Normalizer
@@ -50,6 +51,24 @@ def overflow_report(figures: dict[str, float]) -> str | None:
     if not kinds:
         return None
     return f"OVERFLOW iteration {int(figures['iteration'])}: " + ", ".join(kinds)
+
+
+GRAPH_CAPTURES = "warp/graph_captures"
+"""Figure: CUDA graphs MuJoCo Warp captured during the iteration (`boxjax.physics.graphs`)."""
+WARM_ITERATIONS = 2
+"""Iterations that may capture graphs: the first (compile) and the second (the donated buffers' other set)."""
+
+
+def capture_report(figures: dict[str, float]) -> str | None:
+    """A `GRAPH CAPTURES ...` line when an iteration after the first `WARM_ITERATIONS` captured CUDA graphs
+    (MuJoCo Warp capturing anew instead of replaying: slow), or None."""
+    count = figures.get(GRAPH_CAPTURES, 0.0)
+    if figures["iteration"] <= WARM_ITERATIONS or count <= 0:
+        return None
+    return (
+        f"GRAPH CAPTURES iteration {int(figures['iteration'])}: {int(count)} new CUDA graphs "
+        "(MuJoCo Warp got new buffer addresses; each capture costs far more than a replay)"
+    )
 
 
 ProgressFn = Callable[[dict[str, float]], None]
@@ -278,9 +297,11 @@ def train_run(
     done_iterations = int(train_state.iteration)
     while done_iterations < iterations:
         tick = time.perf_counter()
+        captured_before = graphs.capture_keys()
         train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state, env_params)
         figures = _to_host(metrics)
         now = time.perf_counter()
+        figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
         done_iterations = int(train_state.iteration)
         figures.update(
             iteration=float(done_iterations),
@@ -295,8 +316,9 @@ def train_run(
         if progress_fn:
             progress_fn(figures)
         overflow = overflow_report(figures)
-        if overflow:
-            print(overflow, flush=True)
+        for line in (overflow, capture_report(figures)):
+            if line:
+                print(line, flush=True)
         if checkpoint_dir and (done_iterations % checkpoint_every == 0 or (overflow and stop_on_overflow)):
             _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
         if overflow and stop_on_overflow:
