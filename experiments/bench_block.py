@@ -77,7 +77,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
-    return p.parse_args(argv)
+    p.add_argument(
+        "--graph-mode",
+        default=None,
+        help="MuJoCo Warp's CUDA graph mode, one of boxjax.physics.mjx.GRAPH_MODES (default: MJX's); "
+        "with --iteration-only",
+    )
+    args = p.parse_args(argv)
+    if args.graph_mode and not args.iteration_only:
+        p.error("--graph-mode needs --iteration-only")
+    return args
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -105,15 +114,16 @@ def with_teacher(env, source: str):
     return env
 
 
-def variant_env(name: str, body: str, worlds: int, teacher: str = ""):
-    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it."""
+def variant_env(name: str, body: str, worlds: int, teacher: str = "", graph_mode: str | None = None):
+    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it and
+    MuJoCo Warp's CUDA graphs captured in `graph_mode` (None: MJX's default)."""
     import jax.numpy as jnp
 
     from boxjax import envs
     from boxjax.envs import vision
     from boxjax.envs.block import BlockEnv
 
-    env = with_teacher(envs.make("block", body=body, num_worlds=worlds), teacher)
+    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, graph_mode=graph_mode), teacher)
     if name == "no_vision":
 
         class NoVision(BlockEnv):
@@ -179,13 +189,13 @@ def time_variant(
     return first_s, best, float(overflow)
 
 
-def time_reset(name: str, body: str, worlds: int, repeats: int):
+def time_reset(name: str, body: str, worlds: int, repeats: int, graph_mode: str | None = None):
     """(best seconds of one jitted reset of every world (variant `name`), the batched reset state)."""
     import jax
 
     from boxjax.envs.wrappers import batch_reset
 
-    env = variant_env(name, body, worlds)
+    env = variant_env(name, body, worlds, graph_mode=graph_mode)
     reset = jax.jit(lambda p, keys: batch_reset(env, p, keys))
     keys = jax.random.split(jax.random.PRNGKey(0), worlds)
     _, best, state = bench.timed(reset, env.default_params(), keys, repeats=repeats)
@@ -210,7 +220,15 @@ def time_teacher(env, params, first, repeats: int) -> float:
 
 
 def time_iteration(
-    body: str, worlds: int, unroll: int, epochs: int, minibatch: int, repeats: int, first, teacher: str
+    body: str,
+    worlds: int,
+    unroll: int,
+    epochs: int,
+    minibatch: int,
+    repeats: int,
+    first,
+    teacher: str,
+    graph_mode: str | None = None,
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
@@ -225,7 +243,7 @@ def time_iteration(
     from boxjax.rl.rollout import RolloutState, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
 
-    env = variant_env("full", body, worlds, teacher)
+    env = variant_env("full", body, worlds, teacher, graph_mode)
     params = env.default_params().replace(teacher=env.teacher)
     config = ppo.PPOConfig(
         num_envs=worlds,
@@ -401,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": date,
         "versions": bench.versions(),
         "teacher": args.teacher or "none",
+        "graph_mode": args.graph_mode or "default",
         "epochs": args.epochs,
         "minibatch": args.minibatch,
     }
@@ -412,10 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         for body in bodies:
             for worlds, unroll in shapes:
                 if args.iteration_only:
-                    reset_s, first = time_reset("full", body, worlds, args.repeats)
+                    reset_s, first = time_reset("full", body, worlds, args.repeats, args.graph_mode)
                     it = time_iteration(
-                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher
-                    )
+                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
+                        args.graph_mode,
+                    )  # fmt: skip
                     figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
                 else:
                     figures, step_s, first = measure(body, worlds, unroll, args.repeats)

@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
     )
     parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
+    parser.add_argument(
+        "--graph-mode",
+        default=None,
+        help="MuJoCo Warp's CUDA graph mode, one of boxjax.physics.mjx.GRAPH_MODES (default: MJX's)",
+    )
     _cli.add_cpu_arguments(parser, CPU_WORLDS, fused=True)
     args = parser.parse_args(argv)
 
@@ -193,6 +198,7 @@ def build(args):
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, devices),
         fused_factor={"auto": None, "fused": True, "stock": False}[args.factor],
+        graph_mode=args.graph_mode,
         **fields,
     )
     return config, env, devices

@@ -111,7 +111,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     bodies=$2; shapes=$3; shift 3
     log "block bench $bodies at $shapes $*"
     timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
-      --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee "$OUT/logs/block.txt" | tail -20
+      --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/block.txt" | tail -20
     ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side
     # (default "fused stock": the factor kernel on and off, same seed);

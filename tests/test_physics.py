@@ -53,6 +53,15 @@ def test_bad_impl_is_named():
         envs.make("stance", body="simple", impl="cuda")
 
 
+def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
+    env = envs.make("stance", body="simple", impl="warp", num_worlds=WORLDS, graph_mode="warp_staged_ex")
+    assert env.physics.graph_mode == "warp_staged_ex"
+    with pytest.raises(
+        ValueError, match="unknown graph mode 'jax'; valid: warp, warp_staged, warp_staged_ex"
+    ):
+        envs.make("stance", body="simple", impl="warp", graph_mode="jax")
+
+
 def _c_rollout(env, qpos0, ctrls):
     """MuJoCo C: the same control sequence from the same state, `substeps` mj_step per control."""
     model = env.mj_model

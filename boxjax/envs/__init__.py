@@ -19,6 +19,7 @@ def make(
     impl: str | None = None,
     num_worlds: int = 1,
     fused_factor: bool | None = None,
+    graph_mode: str | None = None,
     **options: Any,
 ) -> Env:
     """Build a task environment.
@@ -29,6 +30,7 @@ def make(
       impl: physics implementation, "jax", "warp", or None/"auto" for this machine's default.
       num_worlds: worlds stepped together (sizes MuJoCo Warp's shared contact pool).
       fused_factor: MuJoCo Warp only: our one-launch factorisation on/off (None: on for the 89-DoF bodies).
+      graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
     if name == "reach":
@@ -40,23 +42,31 @@ def make(
         from boxjax.envs.stance import StanceConfig, StanceEnv
 
         config = _config(StanceConfig, body=body, **options)
-        return StanceEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor))
+        return StanceEnv(
+            config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor, graph_mode)
+        )
     if name == "walk":
         from boxjax import mjcf
         from boxjax.envs.walk import WalkConfig, WalkEnv
 
         config = _config(WalkConfig, body=body, **options)
-        return WalkEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor))
+        return WalkEnv(
+            config, _physics(mjcf.CONTACT_BUDGET[config.body], impl, num_worlds, fused_factor, graph_mode)
+        )
     if name == "block":
         from boxjax import mjcf
         from boxjax.envs.block import BlockConfig, BlockEnv
 
         config = _config(BlockConfig, body=body, **options)
-        return BlockEnv(config, _physics(mjcf.PAIR_BUDGET[config.body], impl, num_worlds, fused_factor))
+        return BlockEnv(
+            config, _physics(mjcf.PAIR_BUDGET[config.body], impl, num_worlds, fused_factor, graph_mode)
+        )
     raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
 
 
-def _physics(budget: Any, impl: str | None, num_worlds: int, fused_factor: bool | None) -> Any:
+def _physics(
+    budget: Any, impl: str | None, num_worlds: int, fused_factor: bool | None, graph_mode: str | None
+) -> Any:
     """The physics configuration of a task: this machine's implementation, slots from the body's budget."""
     from boxjax.physics import mjx as physics
 
@@ -66,6 +76,7 @@ def _physics(budget: Any, impl: str | None, num_worlds: int, fused_factor: bool 
         contacts_per_world=budget.ncon_per_world,
         njmax=budget.njmax,
         fused_factor=fused_factor,
+        graph_mode=graph_mode,
     )
 
 

@@ -5,7 +5,9 @@ it captured, keyed on the buffer addresses of the call, and replays one when XLA
 again. Other addresses mean a new capture, far slower than a replay (MuJoCo's docs measured a humanoid at
 0.80 M steps/s with a capture every step against 2.96 M with replays). These functions count captures by
 their keys, so a program that keeps handing MuJoCo Warp fresh buffers shows up as captures in every
-iteration. On a CPU (or with `impl="jax"`) there are no such callables and every count is zero.
+iteration. The staged modes (`PhysicsConfig.graph_mode`) capture once per call site into fixed buffers and
+keep no such keys, so they count zero. On a CPU (or with `impl="jax"`) there are no such callables and
+every count is zero.
 """
 
 from __future__ import annotations

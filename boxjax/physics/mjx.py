@@ -30,6 +30,10 @@ OVERFLOW_BITS = {
 }
 _SOLVER_CAP_BITS = 512 | 1024
 
+# MuJoCo Warp graph modes usable from MJX (`warp.JaxCallableGraphMode`); JAX's own capture cannot hold
+# MuJoCo Warp's conditional graph nodes, so "jax" is not offered.
+GRAPH_MODES = ("warp", "warp_staged", "warp_staged_ex")
+
 
 @dataclasses.dataclass(frozen=True)
 class PhysicsConfig:
@@ -48,11 +52,16 @@ class PhysicsConfig:
     fused_factor: bool | None = None
     """MuJoCo Warp only: our one-launch mass-matrix factorisation (`boxjax.physics.factor`); None = on
     exactly when a kinematic tree exceeds MuJoCo Warp's dense limit (the 89-DoF bodies)."""
+    graph_mode: str | None = None
+    """MuJoCo Warp on a GPU only: how Warp captures CUDA graphs, one of `GRAPH_MODES`; None = MJX's default
+    ("warp": one graph per set of buffer addresses; the staged modes copy through fixed buffers instead)."""
 
     def __post_init__(self) -> None:
-        """Reject unknown implementations and non-positive sizes."""
+        """Reject unknown implementations and graph modes and non-positive sizes."""
         if self.impl not in IMPLS:
             raise ValueError(f"unknown physics impl {self.impl!r}; valid: {', '.join(IMPLS)}")
+        if self.graph_mode is not None and self.graph_mode not in GRAPH_MODES:
+            raise ValueError(f"unknown graph mode {self.graph_mode!r}; valid: {', '.join(GRAPH_MODES)}")
         for name in ("num_worlds", "contacts_per_world", "njmax", "substeps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"PhysicsConfig.{name} must be positive, got {getattr(self, name)}")
@@ -85,7 +94,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         fused = config.fused_factor
         factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
-    model = mjx.put_model(mj_model, impl=config.impl)
+    model = mjx.put_model(mj_model, impl=config.impl, graph_mode=_graph_mode(config))
     if config.impl == "warp":
         preload_s = preload.preload_step_modules()
         if preload_s:
@@ -93,6 +102,15 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         quiet = sum(OVERFLOW_BITS.values())
         model = model.tree_replace({"opt._impl.warn_overflow": quiet})
     return model
+
+
+def _graph_mode(config: PhysicsConfig) -> object | None:
+    """MJX's enum value for `config.graph_mode` (None leaves MJX's default; only Warp on a GPU has modes)."""
+    if config.graph_mode is None or config.impl != "warp":
+        return None
+    from mujoco.mjx.warp.types import GraphMode
+
+    return GraphMode[config.graph_mode.upper()]
 
 
 def make_data(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Data:
