@@ -787,10 +787,9 @@ def iteration():
     return make_train_iteration(env(), CONFIG)
 
 
-def _rollout(e, p, key, num_envs, shards=None):
-    """`init_rollout` through the file's compiled reset (`init_rollout` itself resets eagerly, which
-    with the arm fit takes as long as compiling it)."""
-    assert shards is None
+def _rollout(e, p, key, num_envs):
+    """`ppo.fresh_rollout` through the file's compiled reset (jitting it anew would compile the reset, with
+    the arm fit, for every training run)."""
     zeros = jnp.zeros((num_envs,), jnp.float32)
     return RolloutState(
         env=jitted()[0](p, world_keys(key, num_envs)), episode_return=zeros, episode_length=zeros
@@ -869,7 +868,7 @@ def cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(platform, "configure", lambda *args, **kwargs: None)
     monkeypatch.setattr(ppo, "make_train_iteration", lambda env, config: iteration())
-    monkeypatch.setattr(ppo, "init_rollout", _rollout)
+    monkeypatch.setattr(ppo, "fresh_rollout", _rollout)
     return lambda *args: block_cli.main([*CLI_ARGS, *args])
 
 

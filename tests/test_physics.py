@@ -75,22 +75,29 @@ def _c_rollout(env, qpos0, ctrls):
     return np.array(out)
 
 
-@pytest.mark.parametrize("impl", ["jax", "warp"])
-def test_mjx_matches_mujoco_c_for_the_first_steps(impl):
+@functools.cache
+def parity_env(impl: str):
+    """The simple stance world without shoves, and its jitted reset and step (shared by the parity tests)."""
     env = envs.make("stance", body="simple", impl=impl, num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0))
     params = env.default_params()
-    state = batch_reset(env, params, jax.random.split(jax.random.PRNGKey(5), WORLDS))
+    reset = jax.jit(lambda keys: batch_reset(env, params, keys))
+    step = jax.jit(lambda s, a: autoreset_step(env, params, s, s, a)[1])
+    return env, reset, step
+
+
+@pytest.mark.parametrize("impl", ["jax", "warp"])
+def test_mjx_matches_mujoco_c_for_the_first_steps(impl):
+    env, reset, step = parity_env(impl)
+    first = reset(jax.random.split(jax.random.PRNGKey(5), WORLDS))
     actions = 0.3 * jax.random.uniform(
         jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
     )
-    step = jax.jit(lambda s, a: autoreset_step(env, params, s, s, a)[1])
-    qpos, ctrls = [], []
+    state, qpos, ctrls = first, [], []
     for a in actions:
         state = step(state, a)
         qpos.append(np.asarray(state.data.qpos))
         ctrls.append(np.asarray(state.data.ctrl))
     qpos, ctrls = np.array(qpos), np.array(ctrls)
-    first = batch_reset(env, params, jax.random.split(jax.random.PRNGKey(5), WORLDS))
     for w in range(WORLDS):
         want = _c_rollout(env, np.asarray(first.data.qpos[w]), ctrls[:, w])
         err = np.max(np.abs(qpos[:, w] - want))
@@ -100,10 +107,9 @@ def test_mjx_matches_mujoco_c_for_the_first_steps(impl):
 def test_warp_and_jax_give_the_same_first_rewards():
     rewards = {}
     for impl in ("jax", "warp"):
-        env = envs.make("stance", body="simple", impl=impl, num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0))
-        params = env.default_params()
-        state = batch_reset(env, params, jax.random.split(jax.random.PRNGKey(9), WORLDS))
-        step = jax.jit(lambda s, a, e=env, p=params: autoreset_step(e, p, s, s, a)[1])
-        state = step(state, jnp.zeros((WORLDS, env.action_size)))
+        env, reset, step = parity_env(impl)
+        state = step(
+            reset(jax.random.split(jax.random.PRNGKey(9), WORLDS)), jnp.zeros((WORLDS, env.action_size))
+        )
         rewards[impl] = np.asarray(state.reward)
     np.testing.assert_allclose(rewards["warp"], rewards["jax"], atol=2e-3)

@@ -128,6 +128,12 @@ def _own_buffers(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.device_put(jnp.array(x, copy=True), device), tree)
 
 
+def fresh_rollout(env: Env, env_params: Any, key: jax.Array, num_envs: int) -> RolloutState:
+    """`num_envs` freshly reset worlds, jitted: op by op the vmapped reset (MJX forward, IK in some tasks)
+    took a minute on the CPU."""
+    return jax.jit(lambda p, k: init_rollout(env, p, k, num_envs))(env_params, key)
+
+
 def _initial_state(
     env: Env,
     config: PPOConfig,
@@ -141,9 +147,7 @@ def _initial_state(
     train_key, env_key = jax.random.split(key)
     train_state = init_train_state(env, config, train_key)
     if dp is None:
-        # jitted: run op by op, the vmapped reset (MJX forward, IK in some tasks) took a minute on the CPU
-        fresh = jax.jit(lambda p, k: init_rollout(env, p, k, config.num_envs))
-        rollout_state = fresh(env_params, env_key)
+        rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs)
         template = rollout_state
     else:
         rollout_state = dp.init_rollout(env_key)
