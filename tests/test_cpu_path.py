@@ -264,9 +264,9 @@ def test_stop_checkpoints_and_leaves_no_process(tmp_path, how):
             collector = next(p for p in seen if "collector" in open(f"/proc/{p}/cmdline").read())
             os.kill(collector, signal.SIGKILL)
         else:  # a terminal sends SIGINT to the whole foreground group: the workers ignore it, and here
-            # Python's handler raises KeyboardInterrupt. Raised here directly: signalling this process lost the
-            # exception once in a full-suite run under load (likely handled inside a finaliser, where Python
-            # drops exceptions).
+            # Python's handler raises KeyboardInterrupt. Raised directly: signalling this process lost the
+            # exception once in a full-suite run under load (likely handled inside a finaliser, where
+            # Python drops exceptions).
             for p in seen:
                 os.kill(p, signal.SIGINT)
             raise KeyboardInterrupt
