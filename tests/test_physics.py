@@ -53,9 +53,36 @@ def test_bad_impl_is_named():
         envs.make("stance", body="simple", impl="cuda")
 
 
+@pytest.mark.skipif("jax.default_backend() != 'gpu'", reason="MuJoCo Warp's graph modes exist on CUDA only")
+def test_staged_graph_mode_steps_like_the_default():
+    """MJX's staged mode (copies through fixed buffers, never recaptures) against its default mode: the same
+    five control steps from the same reset, to the parity tolerance."""
+    env, reset, step = parity_env("warp")
+    staged = envs.make(
+        "stance", body="simple", impl="warp", num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0),
+        graph_mode="warp_staged_ex",
+    )  # fmt: skip
+    staged_params = staged.default_params()
+    staged_step = jax.jit(lambda s, a: autoreset_step(staged, staged_params, s, s, a)[1])
+    state = reset(jax.random.split(jax.random.PRNGKey(5), WORLDS))
+    other = jax.jit(lambda keys: batch_reset(staged, staged_params, keys))(
+        jax.random.split(jax.random.PRNGKey(5), WORLDS)
+    )
+    actions = 0.3 * jax.random.uniform(
+        jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
+    )
+    for a in actions:
+        state, other = step(state, a), staged_step(other, a)
+    err = float(jnp.max(jnp.abs(state.data.qpos - other.data.qpos)))
+    assert err < PARITY_ATOL_RAD, f"max |qpos staged - default| = {err:.2e}"
+
+
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
     env = envs.make("stance", body="simple", impl="warp", num_worlds=WORLDS, graph_mode="warp_staged_ex")
     assert env.physics.graph_mode == "warp_staged_ex"
+    if jax.default_backend() != "gpu":
+        with pytest.raises(ValueError, match="graph_mode 'warp_staged_ex' needs MuJoCo Warp on a CUDA GPU"):
+            env.default_params()
     with pytest.raises(
         ValueError, match="unknown graph mode 'jax'; valid: warp, warp_staged, warp_staged_ex"
     ):

@@ -108,6 +108,11 @@ def _graph_mode(config: PhysicsConfig) -> object | None:
     """MJX's enum value for `config.graph_mode` (None leaves MJX's default; only Warp on a GPU has modes)."""
     if config.graph_mode is None or config.impl != "warp":
         return None
+    if jax.default_backend() != "gpu":
+        raise ValueError(
+            f"graph_mode {config.graph_mode!r} needs MuJoCo Warp on a CUDA GPU; here JAX runs on "
+            f"{jax.default_backend()!r} (leave graph_mode unset)"
+        )
     from mujoco.mjx.warp.types import GraphMode
 
     return GraphMode[config.graph_mode.upper()]
