@@ -46,6 +46,7 @@ import shlex
 import sys
 
 import bench
+import trace_report
 
 VARIANTS = ("full", "physics", "no_vision", "no_scoring")
 ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
@@ -83,9 +84,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="MuJoCo Warp's CUDA graph mode, one of boxjax.physics.mjx.GRAPH_MODES (default: MJX's); "
         "with --iteration-only",
     )
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
+        "summary; with --iteration-only",
+    )
     args = p.parse_args(argv)
-    if args.graph_mode and not args.iteration_only:
-        p.error("--graph-mode needs --iteration-only")
+    for name in ("graph_mode", "trace"):
+        if getattr(args, name) and not args.iteration_only:
+            p.error(f"--{name.replace('_', '-')} needs --iteration-only")
     return args
 
 
@@ -229,10 +237,12 @@ def time_iteration(
     first,
     teacher: str,
     graph_mode: str | None = None,
+    trace_dir: str | None = None,
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
-    keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}."""
+    keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
+    `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`)."""
     import time
 
     import jax
@@ -278,6 +288,10 @@ def time_iteration(
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         best = min(best, time.perf_counter() - tick)
     captures = graphs.new_captures(captured_before) / repeats
+    if trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(2):
+                ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
     overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
     teacher_s = unroll * time_teacher(env, params, first, repeats)
     return {
@@ -432,10 +446,13 @@ def main(argv: list[str] | None = None) -> int:
             for worlds, unroll in shapes:
                 if args.iteration_only:
                     reset_s, first = time_reset("full", body, worlds, args.repeats, args.graph_mode)
+                    trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
                     it = time_iteration(
                         body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
-                        args.graph_mode,
+                        args.graph_mode, trace_dir,
                     )  # fmt: skip
+                    if trace_dir:
+                        print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
                     figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
                 else:
                     figures, step_s, first = measure(body, worlds, unroll, args.repeats)

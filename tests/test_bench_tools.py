@@ -1,5 +1,5 @@
 """The benchmark and report tools' own logic: shape parsing, cost cells, CPU projections, the plot's
-reading of bench rows, the learning-check table (no GPU)."""
+reading of bench rows, the learning-check table, the trace summary (no GPU)."""
 
 import argparse
 import gzip
@@ -16,6 +16,7 @@ import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
 import plot_block  # noqa: E402
 import stance  # noqa: E402
+import trace_report  # noqa: E402
 
 
 @pytest.mark.parametrize("platform", ["cpu", "gpu"])
@@ -186,3 +187,47 @@ def test_teacher_time_leaves_out_the_cost_of_the_call(monkeypatch):
     assert bench_block.time_teacher(env, None, None, 1) == pytest.approx(0.001)
     assert bench_block.time_teacher(env, None, None, 1) == 0.0  # a call dearer than the work: noise, not < 0
     assert bench_block.time_teacher(bench_block.variant_env("full", "simple", 2), None, None, 1) == 0.0
+
+
+def _write_trace(path, events) -> str:
+    meta = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "pid": 1, "tid": 7, "name": "thread_name", "args": {"name": "Stream #7"}},
+        {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+    ]
+    with gzip.open(path, "wt") as f:
+        json.dump({"displayTimeUnit": "ns", "traceEvents": meta + events}, f)
+    return str(path)
+
+
+def test_trace_summary_merges_overlaps_and_ranks_names(tmp_path):
+    def x(pid, tid, ts, dur, name):
+        return {"ph": "X", "pid": pid, "tid": tid, "ts": ts, "dur": dur, "name": name}
+
+    events = [
+        x(1, 7, 0, 400, "step_kernel"),  # the stream: busy 0-400 and 500-1000 of a 1,000 µs span
+        x(1, 7, 100, 100, "nested"),
+        x(1, 7, 500, 500, "step_kernel"),
+        x(2, 1, 0, 2000, "PjitFunction(iteration)"),
+    ]
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    path = _write_trace(folder / trace_report.TRACE_NAME, events)
+    assert trace_report.find_trace(str(tmp_path)) == path
+    assert trace_report.busy_us([(0, 4), (1, 2), (3, 6), (8, 9)]) == 7
+    host, stream = trace_report.thread_times(path)  # busiest first
+    assert (stream.thread, stream.events, stream.busy_ms, stream.span_ms) == ("Stream #7", 3, 0.9, 1.0)
+    assert stream.idle_share == pytest.approx(0.1) and host.idle_share == 0.0
+    assert trace_report.top_names(path, "/device:", 1) == [("step_kernel", 0.9, 2)]
+    text = trace_report.report(path)
+    assert "| /device:GPU:0 | Stream #7 | 3 | 0.9 | 1.0 | 10% |" in text and "PjitFunction(iteration)" in text
+    with pytest.raises(FileNotFoundError, match="no perfetto_trace.json.gz under"):
+        trace_report.find_trace(str(tmp_path / "plugins" / "profile" / "none"))
+
+
+def test_trace_and_graph_mode_need_the_iteration_only_bench():
+    for flag in (["--trace", "t"], ["--graph-mode", "warp_staged_ex"]):
+        with pytest.raises(SystemExit):
+            bench_block.parse(flag)
+        assert bench_block.parse([*flag, "--iteration-only"]).iteration_only
