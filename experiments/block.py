@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     _cli.add_cpu_arguments(parser, CPU_WORLDS, fused=True)
     args = parser.parse_args(argv)
+    if args.graph_mode and args.platform != "gpu":
+        parser.error("--graph-mode applies to --platform gpu only (MuJoCo Warp's CUDA graphs)")
 
     from boxjax import platform
 

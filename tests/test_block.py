@@ -903,7 +903,7 @@ def test_cli_starts_from_stance_trains_and_resumes_exactly(cli, tmp_path):
     assert iteration()._cache_size() == 1
 
 
-def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path):
+def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path, capsys):
     def fake(name: str, **meta) -> str:
         path = str(tmp_path / name)
         base = {"ppo": CONFIG.to_dict(), "action_size": env().action_size, "body": "simple"}
@@ -923,3 +923,6 @@ def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path):
             cli("--iterations", "1", "--name", "refused", "--init", path)
     with pytest.raises(SystemExit, match="name the teacher once"):
         cli("--iterations", "1", "--name", "twice", "--env", "teacher=shipped")
+    with pytest.raises(SystemExit):
+        cli("--iterations", "1", "--name", "staged", "--graph-mode", "warp_staged_ex")
+    assert "--graph-mode applies to --platform gpu only" in capsys.readouterr().err

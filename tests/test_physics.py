@@ -87,6 +87,8 @@ def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
         ValueError, match="unknown graph mode 'jax'; valid: warp, warp_staged, warp_staged_ex"
     ):
         envs.make("stance", body="simple", impl="warp", graph_mode="jax")
+    with pytest.raises(ValueError, match="graph mode 'warp' applies to impl 'warp' only, not 'jax'"):
+        envs.make("stance", body="simple", impl="jax", graph_mode="warp")
 
 
 def _c_rollout(env, qpos0, ctrls):

@@ -62,6 +62,8 @@ class PhysicsConfig:
             raise ValueError(f"unknown physics impl {self.impl!r}; valid: {', '.join(IMPLS)}")
         if self.graph_mode is not None and self.graph_mode not in GRAPH_MODES:
             raise ValueError(f"unknown graph mode {self.graph_mode!r}; valid: {', '.join(GRAPH_MODES)}")
+        if self.graph_mode is not None and self.impl != "warp":
+            raise ValueError(f"graph mode {self.graph_mode!r} applies to impl 'warp' only, not {self.impl!r}")
         for name in ("num_worlds", "contacts_per_world", "njmax", "substeps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"PhysicsConfig.{name} must be positive, got {getattr(self, name)}")
@@ -106,7 +108,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
 
 def _graph_mode(config: PhysicsConfig) -> object | None:
     """MJX's enum value for `config.graph_mode` (None leaves MJX's default; only Warp on a GPU has modes)."""
-    if config.graph_mode is None or config.impl != "warp":
+    if config.graph_mode is None:
         return None
     if jax.default_backend() != "gpu":
         raise ValueError(
