@@ -117,10 +117,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # default "warp warp_staged_ex"), each with its CUDA graphs captured per iteration (it_graph_captures)
     body=$2; shape=$3; shift 3
     for mode in ${GRAPH_MODES:-warp warp_staged_ex}; do
-      log "block iteration $body $shape, graph mode $mode $*"
-      timeout "${BLOCK_LIMIT_S:-250}" python3 experiments/bench_block.py --platform gpu --bodies "$body" \
-        --shapes "$shape" --iteration-only --graph-mode "$mode" --out "$OUT/bench" "$@" 2>&1 \
-        | grep -v "^Module " | tee -a "$OUT/logs/graphs.txt" | tail -8
+      bash "$0" block "$body" "$shape" --iteration-only --graph-mode "$mode" --out "$OUT/bench" "$@"
     done
     ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side

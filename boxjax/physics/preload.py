@@ -54,7 +54,8 @@ def preload_step_modules() -> float:
 
     import warp as wp
 
-    if not enabled() or not wp.get_cuda_devices():
+    devices = wp.get_cuda_devices()
+    if not enabled() or not devices:
         return 0.0
     importlib.import_module(MJWARP_PACKAGE)  # defines the modules
-    return load_modules(STEP_MODULES, wp.get_cuda_devices())
+    return load_modules(STEP_MODULES, devices)
