@@ -85,6 +85,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "with --iteration-only",
     )
     p.add_argument(
+        "--substep-calls",
+        choices=("one", "each"),
+        default="one",
+        help="MuJoCo Warp calls per control step: one for all its substeps (default) or one each (MJX's "
+        "own); 'each' with --iteration-only",
+    )
+    p.add_argument(
         "--trace",
         default=None,
         help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
@@ -94,6 +101,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     for name in ("graph_mode", "trace"):
         if getattr(args, name) and not args.iteration_only:
             p.error(f"--{name.replace('_', '-')} needs --iteration-only")
+    if args.substep_calls != "one" and not args.iteration_only:
+        p.error("--substep-calls each needs --iteration-only")
     return args
 
 
@@ -122,16 +131,16 @@ def with_teacher(env, source: str):
     return env
 
 
-def variant_env(name: str, body: str, worlds: int, teacher: str = "", graph_mode: str | None = None):
+def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: dict | None = None):
     """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it and
-    MuJoCo Warp's CUDA graphs captured in `graph_mode` (None: MJX's default)."""
+    the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults)."""
     import jax.numpy as jnp
 
     from boxjax import envs
     from boxjax.envs import vision
     from boxjax.envs.block import BlockEnv
 
-    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, graph_mode=graph_mode), teacher)
+    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, **(physics or {})), teacher)
     if name == "no_vision":
 
         class NoVision(BlockEnv):
@@ -197,13 +206,13 @@ def time_variant(
     return first_s, best, float(overflow)
 
 
-def time_reset(name: str, body: str, worlds: int, repeats: int, graph_mode: str | None = None):
+def time_reset(name: str, body: str, worlds: int, repeats: int, physics: dict | None = None):
     """(best seconds of one jitted reset of every world (variant `name`), the batched reset state)."""
     import jax
 
     from boxjax.envs.wrappers import batch_reset
 
-    env = variant_env(name, body, worlds, graph_mode=graph_mode)
+    env = variant_env(name, body, worlds, physics=physics)
     reset = jax.jit(lambda p, keys: batch_reset(env, p, keys))
     keys = jax.random.split(jax.random.PRNGKey(0), worlds)
     _, best, state = bench.timed(reset, env.default_params(), keys, repeats=repeats)
@@ -236,7 +245,7 @@ def time_iteration(
     repeats: int,
     first,
     teacher: str,
-    graph_mode: str | None = None,
+    physics: dict | None = None,
     trace_dir: str | None = None,
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
@@ -253,7 +262,7 @@ def time_iteration(
     from boxjax.rl.rollout import RolloutState, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
 
-    env = variant_env("full", body, worlds, teacher, graph_mode)
+    env = variant_env("full", body, worlds, teacher, physics)
     params = env.default_params().replace(teacher=env.teacher)
     config = ppo.PPOConfig(
         num_envs=worlds,
@@ -434,22 +443,24 @@ def main(argv: list[str] | None = None) -> int:
         "versions": bench.versions(),
         "teacher": args.teacher or "none",
         "graph_mode": args.graph_mode or "default",
+        "substep_calls": args.substep_calls,
         "epochs": args.epochs,
         "minibatch": args.minibatch,
     }
     os.makedirs(args.out, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
     path = os.path.join(args.out, f"block-{slug}-{date[:10]}.jsonl")
+    physics = {"graph_mode": args.graph_mode, "substeps_in_one_call": args.substep_calls == "one"}
     rows = []
     with open(path, "a") as f:
         for body in bodies:
             for worlds, unroll in shapes:
                 if args.iteration_only:
-                    reset_s, first = time_reset("full", body, worlds, args.repeats, args.graph_mode)
+                    reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
                     trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
                     it = time_iteration(
                         body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
-                        args.graph_mode, trace_dir,
+                        physics, trace_dir,
                     )  # fmt: skip
                     if trace_dir:
                         print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)

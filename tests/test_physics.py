@@ -15,12 +15,15 @@ import pytest
 from boxjax import envs
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.physics import mjx as physics
+from boxjax.physics import one_call
 from boxjax.rl import ppo
 
 WORLDS = 2
 # Parity tolerance on joint angles after a few control steps from the same state and controls. MJX runs
 # float32 while MuJoCo C runs float64, and contact solving amplifies round-off, so the bound is loose.
 PARITY_ATOL_RAD = 2e-3
+# One MuJoCo Warp call per control step against one per substep: the same kernels in the same order.
+ONE_CALL_ATOL = 1e-5
 
 
 @functools.cache
@@ -53,28 +56,44 @@ def test_bad_impl_is_named():
         envs.make("stance", body="simple", impl="cuda")
 
 
-@pytest.mark.skipif("jax.default_backend() != 'gpu'", reason="MuJoCo Warp's graph modes exist on CUDA only")
-def test_staged_graph_mode_steps_like_the_default():
-    """MJX's staged mode (copies through fixed buffers, never recaptures) against its default mode: the same
-    five control steps from the same reset, to the parity tolerance."""
+def _five_steps_beside_the_default(**physics_options):
+    """(default, variant) states after the same five control steps of `parity_env("warp")` from the same
+    reset, the variant's physics built with `physics_options` (the reset is the default's: it takes no
+    physics step)."""
     env, reset, step = parity_env("warp")
-    staged = envs.make(
-        "stance", body="simple", impl="warp", num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0),
-        graph_mode="warp_staged_ex",
-    )  # fmt: skip
-    staged_params = staged.default_params()
-    staged_step = jax.jit(lambda s, a: autoreset_step(staged, staged_params, s, s, a)[1])
-    state = reset(jax.random.split(jax.random.PRNGKey(5), WORLDS))
-    other = jax.jit(lambda keys: batch_reset(staged, staged_params, keys))(
-        jax.random.split(jax.random.PRNGKey(5), WORLDS)
+    variant = envs.make(
+        "stance", body="simple", impl="warp", num_worlds=WORLDS, shove_speed_mps=(0.0, 0.0), **physics_options
     )
+    variant_params = variant.default_params()
+    variant_step = jax.jit(lambda s, a: autoreset_step(variant, variant_params, s, s, a)[1])
+    state = other = reset(jax.random.split(jax.random.PRNGKey(5), WORLDS))
     actions = 0.3 * jax.random.uniform(
         jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
     )
     for a in actions:
-        state, other = step(state, a), staged_step(other, a)
-    err = float(jnp.max(jnp.abs(state.data.qpos - other.data.qpos)))
+        state, other = step(state, a), variant_step(other, a)
+    return state, other
+
+
+@pytest.mark.skipif("jax.default_backend() != 'gpu'", reason="MuJoCo Warp's graph modes exist on CUDA only")
+def test_staged_graph_mode_steps_like_the_default():
+    """MJX's staged mode (copies through fixed buffers, never recaptures) against its default mode, to the
+    parity tolerance."""
+    state, staged = _five_steps_beside_the_default(graph_mode="warp_staged_ex")
+    err = float(jnp.max(jnp.abs(state.data.qpos - staged.data.qpos)))
     assert err < PARITY_ATOL_RAD, f"max |qpos staged - default| = {err:.2e}"
+
+
+def test_substeps_in_one_call_step_like_one_call_each():
+    """The default, every substep of a control step in one MuJoCo Warp call, against MJX's one call per
+    substep: the same state after five control steps (20 physics steps), to float32 round-off."""
+    state, each = _five_steps_beside_the_default(substeps_in_one_call=False)
+    assert parity_env("warp")[0].physics.substeps_in_one_call and one_call._stepper.cache_info().currsize
+    for field in ("qpos", "qvel", "qacc_warmstart"):
+        np.testing.assert_allclose(
+            getattr(state.data, field), getattr(each.data, field), atol=ONE_CALL_ATOL, err_msg=field
+        )
+    np.testing.assert_array_equal(state.data.time, each.data.time)
 
 
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():

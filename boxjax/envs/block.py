@@ -272,7 +272,7 @@ class BlockEnv:
         """One control step: `before_physics` (the opponent's punch, our action, a shove), the physics,
         `after_physics` (see, score, reward, observe)."""
         data, draws = self.before_physics(params, state, action)
-        data = physics.step(params.model, data, self.substeps)
+        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
         return self.after_physics(params, state, data, action, draws)
 
     def before_physics(self, params: BlockParams, state: State, action: jax.Array):

@@ -293,7 +293,12 @@ class StanceEnv:
         speed = jax.random.uniform(k_speed, (), jnp.float32, *cfg.shove_speed_mps)
         kick = stance_math.shove_velocity(angle, speed, jnp) * shove
         qvel = state.data.qvel.at[lay.root_v : lay.root_v + 2].add(kick)
-        data = physics.step(params.model, state.data.replace(ctrl=ctrl, qvel=qvel), self.substeps)
+        data = physics.step(
+            params.model,
+            state.data.replace(ctrl=ctrl, qvel=qvel),
+            self.substeps,
+            self.physics.substeps_in_one_call,
+        )
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)

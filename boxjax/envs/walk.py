@@ -301,7 +301,12 @@ class WalkEnv:
         kick = speed * jnp.stack([jnp.cos(angle), jnp.sin(angle)]) * shove
         qvel = state.data.qvel.at[idx.dof_adr : idx.dof_adr + 2].add(kick)
         ctrl = state.data.ctrl.at[jnp.asarray(idx.actuator_ids)].set(self._targets(action))
-        data = physics.step(params.model, state.data.replace(ctrl=ctrl, qvel=qvel), self.substeps)
+        data = physics.step(
+            params.model,
+            state.data.replace(ctrl=ctrl, qvel=qvel),
+            self.substeps,
+            self.physics.substeps_in_one_call,
+        )
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)

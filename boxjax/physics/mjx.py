@@ -55,6 +55,9 @@ class PhysicsConfig:
     graph_mode: str | None = None
     """MuJoCo Warp on a GPU only: how Warp captures CUDA graphs, one of `GRAPH_MODES`; None = MJX's default
     ("warp": one graph per set of buffer addresses; the staged modes copy through fixed buffers instead)."""
+    substeps_in_one_call: bool = True
+    """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
+    result) rather than one call each; impl "jax" has no such calls and loops in XLA either way."""
 
     def __post_init__(self) -> None:
         """Reject unknown implementations and graph modes and non-positive sizes."""
@@ -132,13 +135,18 @@ def make_data(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Data:
     return mjx.make_data(mj_model, impl="jax")
 
 
-def step(model: mjx.Model, data: mjx.Data, substeps: int) -> mjx.Data:
-    """`substeps` physics steps of one world (vmap it for many).
+def step(model: mjx.Model, data: mjx.Data, substeps: int, one_call: bool = False) -> mjx.Data:
+    """`substeps` physics steps of one world (vmap it for many); with MuJoCo Warp and `one_call`, all of
+    them in one FFI call (`PhysicsConfig.substeps_in_one_call`).
 
     Traced at full float32 matmul precision: on Hopper GPUs JAX's default lets XLA use TF32, which
     moved the ``impl="jax"`` physics 3x past the MuJoCo C parity tolerance (measured on an H200).
     """
     with jax.default_matmul_precision("highest"):
+        if one_call and model.impl == mjx.Impl.WARP:
+            from boxjax.physics import one_call as warp_one_call
+
+            return warp_one_call.step(model, data, substeps)
         return jax.lax.fori_loop(0, substeps, lambda _, d: mjx.step(model, d), data)
 
 
