@@ -44,6 +44,7 @@ import json
 import os
 import shlex
 import sys
+import time
 
 import bench
 import trace_report
@@ -52,6 +53,12 @@ VARIANTS = ("full", "physics", "no_vision", "no_scoring")
 ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
 """Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK - teacher."""
 DISTILL_COEF = 0.1
+_START_S = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    """One line of progress with the seconds since the bench started (a run cut short still shows where)."""
+    print(f"[bench_block +{time.perf_counter() - _START_S:.0f} s] {message}", flush=True)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -252,7 +259,6 @@ def time_iteration(
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
     keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
     `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`)."""
-    import time
 
     import jax
     import jax.numpy as jnp
@@ -286,10 +292,12 @@ def time_iteration(
         return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll, distill=bool(teacher))[:3]
 
     collect_s = bench.timed(collect, ts, rs, params, key, repeats=repeats)[1]
+    progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
     iteration = make_train_iteration(env, config)
     tick = time.perf_counter()
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
     compile_s, best = time.perf_counter() - tick, float("inf")
+    progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
     captured_before = graphs.capture_keys()
     for _ in range(repeats):
@@ -297,6 +305,7 @@ def time_iteration(
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         best = min(best, time.perf_counter() - tick)
     captures = graphs.new_captures(captured_before) / repeats
+    progress(f"{body} {worlds}x{unroll}: iteration {best:.3f} s, {captures:.1f} graph captures each")
     if trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
             for _ in range(2):
@@ -457,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             for worlds, unroll in shapes:
                 if args.iteration_only:
                     reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
+                    progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
                     trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
                     it = time_iteration(
                         body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
