@@ -259,7 +259,6 @@ def time_iteration(
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
     keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
     `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`)."""
-
     import jax
     import jax.numpy as jnp
 
