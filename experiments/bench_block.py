@@ -79,8 +79,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--iteration-only",
         action="store_true",
-        help="time the whole iteration (and the teacher) without the env-step variants and the breakdown: "
-        "a third of the compiles",
+        help="time the whole iteration (and the teacher) without the env-step variants, the breakdown and "
+        "the rollout timed alone: a quarter of the compiles",
     )
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
@@ -93,10 +93,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--substep-calls",
-        choices=("one", "each"),
-        default="one",
-        help="MuJoCo Warp calls per control step: one for all its substeps (default) or one each (MJX's "
-        "own); 'each' with --iteration-only",
+        choices=("each", "one"),
+        default="each",
+        help="MuJoCo Warp calls per control step: one per physics substep (MJX's own, default) or one for "
+        "all of them; 'one' with --iteration-only",
     )
     p.add_argument(
         "--trace",
@@ -108,8 +108,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     for name in ("graph_mode", "trace"):
         if getattr(args, name) and not args.iteration_only:
             p.error(f"--{name.replace('_', '-')} needs --iteration-only")
-    if args.substep_calls != "one" and not args.iteration_only:
-        p.error("--substep-calls each needs --iteration-only")
+    if args.substep_calls != "each" and not args.iteration_only:
+        p.error("--substep-calls one needs --iteration-only")
     return args
 
 
@@ -254,11 +254,14 @@ def time_iteration(
     teacher: str,
     physics: dict | None = None,
     trace_dir: str | None = None,
+    rollout_alone: bool = True,
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
     keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
-    `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`)."""
+    `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`). Without
+    `rollout_alone` the rollout is not timed on its own ("collect" is None): on a GPU its compile and its
+    graph captures took 142 s of a 283 s bench (muscular 2,048 x 16, 2026-12-02)."""
     import jax
     import jax.numpy as jnp
 
@@ -290,8 +293,10 @@ def time_iteration(
     def collect(ts, rs, p, k):
         return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll, distill=bool(teacher))[:3]
 
-    collect_s = bench.timed(collect, ts, rs, params, key, repeats=repeats)[1]
-    progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
+    collect_s = None
+    if rollout_alone:
+        collect_s = bench.timed(collect, ts, rs, params, key, repeats=repeats)[1]
+        progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
     iteration = make_train_iteration(env, config)
     tick = time.perf_counter()
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
@@ -322,8 +327,9 @@ def time_iteration(
 
 
 def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, float, str]]:
-    """The iteration's own rows from `time_iteration`'s figures (no breakdown)."""
-    return [
+    """The iteration's own rows from `time_iteration`'s figures (no breakdown; no `it_collect_s` when the
+    rollout was not timed alone)."""
+    rows = [
         ("it_compile_s", it["compile"], "s"),
         ("s_per_iteration", it["iteration"], "s"),
         ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
@@ -332,6 +338,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
         ("it_overflow_worlds", it["overflow"], "worlds"),
         ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
     ]
+    return [row for row in rows if row[1] is not None]
 
 
 def iteration_rows(
@@ -469,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                     trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
                     it = time_iteration(
                         body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
-                        physics, trace_dir,
+                        physics, trace_dir, rollout_alone=False,
                     )  # fmt: skip
                     if trace_dir:
                         print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)

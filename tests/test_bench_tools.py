@@ -227,10 +227,10 @@ def test_trace_summary_merges_overlaps_and_ranks_names(tmp_path):
 
 
 def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
-    for flag in (["--trace", "t"], ["--graph-mode", "warp_staged_ex"], ["--substep-calls", "each"]):
+    for flag in (["--trace", "t"], ["--graph-mode", "warp_staged_ex"], ["--substep-calls", "one"]):
         with pytest.raises(SystemExit):
             bench_block.parse(flag)
         assert bench_block.parse([*flag, "--iteration-only"]).iteration_only
-    assert bench_block.parse([]).substep_calls == "one"
-    env = bench_block.variant_env("full", "simple", 2, physics={"impl": "warp", "substeps_in_one_call": False})
-    assert not env.physics.substeps_in_one_call
+    assert bench_block.parse([]).substep_calls == "each"
+    env = bench_block.variant_env("full", "simple", 2, physics={"impl": "warp", "substeps_in_one_call": True})
+    assert env.physics.substeps_in_one_call

@@ -22,8 +22,11 @@ WORLDS = 2
 # Parity tolerance on joint angles after a few control steps from the same state and controls. MJX runs
 # float32 while MuJoCo C runs float64, and contact solving amplifies round-off, so the bound is loose.
 PARITY_ATOL_RAD = 2e-3
-# One MuJoCo Warp call per control step against one per substep: the same kernels in the same order.
-ONE_CALL_ATOL = 1e-5
+# One MuJoCo Warp call per control step against one per substep: the same kernels in the same order, so
+# bit-identical on Warp's CPU device; on a GPU the order of atomic adds varies from run to run, and two runs
+# of the very same step differed by 3.5e-7 rad and 2.5e-5 rad/s after five control steps (H200).
+ONE_CALL_ATOL_RAD = 1e-5
+ONE_CALL_ATOL_RAD_PER_S = 1e-3
 
 
 @functools.cache
@@ -85,15 +88,13 @@ def test_staged_graph_mode_steps_like_the_default():
 
 
 def test_substeps_in_one_call_step_like_one_call_each():
-    """The default, every substep of a control step in one MuJoCo Warp call, against MJX's one call per
-    substep: the same state after five control steps (20 physics steps), to float32 round-off."""
-    state, each = _five_steps_beside_the_default(substeps_in_one_call=False)
-    assert parity_env("warp")[0].physics.substeps_in_one_call and one_call._stepper.cache_info().currsize
-    for field in ("qpos", "qvel", "qacc_warmstart"):
-        np.testing.assert_allclose(
-            getattr(state.data, field), getattr(each.data, field), atol=ONE_CALL_ATOL, err_msg=field
-        )
-    np.testing.assert_array_equal(state.data.time, each.data.time)
+    """Every substep of a control step in one MuJoCo Warp call against MJX's one call per substep (the
+    default): the same state after five control steps (20 physics steps), to round-off."""
+    each, one = _five_steps_beside_the_default(substeps_in_one_call=True)
+    assert not parity_env("warp")[0].physics.substeps_in_one_call and one_call._stepper.cache_info().currsize
+    np.testing.assert_allclose(one.data.qpos, each.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
+    np.testing.assert_allclose(one.data.qvel, each.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel")
+    np.testing.assert_array_equal(one.data.time, each.data.time)
 
 
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():

@@ -20,7 +20,7 @@ def make(
     num_worlds: int = 1,
     fused_factor: bool | None = None,
     graph_mode: str | None = None,
-    substeps_in_one_call: bool = True,
+    substeps_in_one_call: bool = False,
     **options: Any,
 ) -> Env:
     """Build a task environment.
