@@ -121,22 +121,26 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     done
     ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side
-    # (default "fused stock": the factor kernel on and off, same seed);
+    # (default "fused stock": the factor kernel on and off, same seed), and per LEARN_SHAPES entry
+    # (WORLDSxUNROLL, e.g. "2048x16 4096x8"; default: block.py's own shape);
     # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them;
     # LEARN_ARGS adds block.py arguments (e.g. --teacher)
     body=$2; minutes=$3; init=${4:+--init $4}
-    log "block learning check $body $minutes min, ${LEARN_FACTORS:-fused stock} ${4:+from $4} ${LEARN_ARGS:-}"
+    log "block learning check $body $minutes min, ${LEARN_FACTORS:-fused stock} ${LEARN_SHAPES:-} ${4:+from $4} ${LEARN_ARGS:-}"
     for factor in ${LEARN_FACTORS:-fused stock}; do
-      run="learn-$body-$factor${LEARN_TAG:-}"
-      from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
-      XLA_PYTHON_CLIENT_MEM_FRACTION=${LEARN_MEM:-0.45} timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
-        --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
-        --factor $factor --seed 0 --name "$run" $from ${LEARN_ARGS:-} 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
+      for shape in ${LEARN_SHAPES:-default}; do
+        run="learn-$body-$factor${LEARN_TAG:-}"; sized=""
+        [ "$shape" != default ] && run="$run-$shape" && sized="--envs ${shape%x*} --unroll ${shape#*x}"
+        from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
+        XLA_PYTHON_CLIENT_MEM_FRACTION=${LEARN_MEM:-0.45} timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
+          --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
+          --factor $factor --seed 0 --name "$run" $sized $from ${LEARN_ARGS:-} 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
+      done
     done
     wait
     tail -n 2 "$OUT"/logs/learn-$body-*.txt
-    python3 experiments/learn_report.py runs/learn-$body-*${LEARN_TAG:-} | tee "$OUT/logs/learn-report-$body.txt"
-    for run in runs/learn-$body-*${LEARN_TAG:-}; do
+    python3 experiments/learn_report.py runs/learn-$body-*${LEARN_TAG:-}${LEARN_SHAPES:+*} | tee "$OUT/logs/learn-report-$body.txt"
+    for run in runs/learn-$body-*${LEARN_TAG:-}${LEARN_SHAPES:+*}; do
       mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
       # the converted stance checkpoint (model only): a later session's --init without a stance solve
       [ -d "$run/init-from-stance" ] && tar czf "$OUT/${run#runs/}/init-from-stance.tgz" -C "$run" init-from-stance
