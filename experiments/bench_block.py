@@ -99,6 +99,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "all of them; 'one' with --iteration-only",
     )
     p.add_argument(
+        "--mj-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a field of the model's MuJoCo options (e.g. ccd_iterations=12); this changes the "
+        "physics, to size a lever before a learning check; repeatable; with --iteration-only",
+    )
+    p.add_argument(
         "--trace",
         default=None,
         help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
@@ -110,7 +118,39 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} needs --iteration-only")
     if args.substep_calls != "each" and not args.iteration_only:
         p.error("--substep-calls one needs --iteration-only")
+    if args.mj_option and not args.iteration_only:
+        p.error("--mj-option needs --iteration-only")
+    try:
+        args.mj_option = parse_mj_options(args.mj_option)
+    except ValueError as error:
+        p.error(str(error))
     return args
+
+
+def parse_mj_options(items: list[str]) -> dict:
+    """["ccd_iterations=12"] -> {"ccd_iterations": 12}, typed like the field of `mujoco.MjOption`; an unknown
+    field, a bad value or the timestep (it sets the control substeps) is a ValueError naming it."""
+    import mujoco
+
+    defaults, options = mujoco.MjOption(), {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not hasattr(defaults, name) or name.startswith("_"):
+            raise ValueError(
+                f"--mj-option {item!r}: expected NAME=VALUE with NAME a field of mujoco.MjOption"
+            )
+        if name == "timestep":
+            raise ValueError(
+                "--mj-option timestep: the timestep sets the control substeps; not a bench lever"
+            )
+        kind = type(getattr(defaults, name))
+        if kind not in (int, float):
+            raise ValueError(f"--mj-option {name}: only numeric fields, not {kind.__name__}")
+        try:
+            options[name] = kind(text)
+        except ValueError:
+            raise ValueError(f"--mj-option {item!r}: {text!r} is not a {kind.__name__}") from None
+    return options
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -140,14 +180,19 @@ def with_teacher(env, source: str):
 
 def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: dict | None = None):
     """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it and
-    the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults)."""
+    the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults) and, under its key
+    "mj_options", fields of the model's MuJoCo options set before the model goes to the device."""
     import jax.numpy as jnp
 
     from boxjax import envs
     from boxjax.envs import vision
     from boxjax.envs.block import BlockEnv
 
-    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, **(physics or {})), teacher)
+    options = dict(physics or {})
+    mj_options = options.pop("mj_options", {})
+    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, **options), teacher)
+    for name, value in mj_options.items():
+        setattr(env.mj_model.opt, name, value)
     if name == "no_vision":
 
         class NoVision(BlockEnv):
@@ -459,13 +504,18 @@ def main(argv: list[str] | None = None) -> int:
         "teacher": args.teacher or "none",
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
+        "mj_options": args.mj_option,
         "epochs": args.epochs,
         "minibatch": args.minibatch,
     }
     os.makedirs(args.out, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
     path = os.path.join(args.out, f"block-{slug}-{date[:10]}.jsonl")
-    physics = {"graph_mode": args.graph_mode, "substeps_in_one_call": args.substep_calls == "one"}
+    physics = {
+        "graph_mode": args.graph_mode,
+        "substeps_in_one_call": args.substep_calls == "one",
+        "mj_options": args.mj_option,
+    }
     rows = []
     with open(path, "a") as f:
         for body in bodies:

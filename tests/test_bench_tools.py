@@ -227,10 +227,31 @@ def test_trace_summary_merges_overlaps_and_ranks_names(tmp_path):
 
 
 def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
-    for flag in (["--trace", "t"], ["--graph-mode", "warp_staged_ex"], ["--substep-calls", "one"]):
+    for flag in (
+        ["--trace", "t"],
+        ["--graph-mode", "warp_staged_ex"],
+        ["--substep-calls", "one"],
+        ["--mj-option", "ccd_iterations=12"],
+    ):
         with pytest.raises(SystemExit):
             bench_block.parse(flag)
         assert bench_block.parse([*flag, "--iteration-only"]).iteration_only
     assert bench_block.parse([]).substep_calls == "each"
-    env = bench_block.variant_env("full", "simple", 2, physics={"impl": "warp", "substeps_in_one_call": True})
-    assert env.physics.substeps_in_one_call
+    physics = {"impl": "warp", "substeps_in_one_call": True, "mj_options": {"ccd_iterations": 12}}
+    env = bench_block.variant_env("full", "simple", 2, physics=physics)
+    assert env.physics.substeps_in_one_call and env.mj_model.opt.ccd_iterations == 12
+
+
+def test_mj_options_are_typed_and_bad_ones_named():
+    assert bench_block.parse_mj_options(["ccd_iterations=12", "ccd_tolerance=1e-4"]) == {
+        "ccd_iterations": 12,
+        "ccd_tolerance": 1e-4,
+    }
+    for item, message in (
+        ("ccd_iters=12", "NAME a field of mujoco.MjOption"),
+        ("ccd_iterations", "expected NAME=VALUE"),
+        ("ccd_iterations=1.5", "'1.5' is not a int"),
+        ("timestep=0.01", "sets the control substeps"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            bench_block.parse_mj_options([item])
