@@ -120,6 +120,14 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       bash "$0" block "$body" "$shape" --iteration-only --graph-mode "$mode" --out "$OUT/bench" "$@"
     done
     ;;
+  levers)  # levers BODY SHAPE [extra]: the block iteration once per LEVERS entry: "built" as built, else
+    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=16 ccd_iterations=12")
+    body=$2; shape=$3; shift 3
+    for lever in ${LEVERS:-built ccd_iterations=16 ccd_iterations=12}; do
+      options=(); [ "$lever" != built ] && for o in ${lever//,/ }; do options+=(--mj-option "$o"); done
+      bash "$0" block "$body" "$shape" --iteration-only --out "$OUT/bench" "${options[@]}" "$@"
+    done
+    ;;
   learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side
     # (default "fused stock": the factor kernel on and off, same seed), and per LEARN_SHAPES entry
     # (WORLDSxUNROLL, e.g. "2048x16 4096x8"; default: block.py's own shape);
