@@ -1,4 +1,6 @@
-"""Ellipsoid contacts of the muscular block world with ccd_iterations 35 against fewer (MuJoCo Warp, CPU)."""
+"""Ellipsoid contacts of the muscular block world with MuJoCo's ccd settings (35 iterations, tolerance 1e-6)
+against cheaper ones (MuJoCo Warp, CPU). Usage: ccd_accuracy.py [ITERATIONS:TOLERANCE ...]"""
+import sys
 import mujoco, numpy as np, warp as wp
 import mujoco.mjx.third_party.mujoco_warp as mjw
 from boxjax.envs.block_cpu import BlockCpuEnv
@@ -9,11 +11,12 @@ env = BlockCpuEnv(BlockConfig(body="muscular"), num_worlds=K)
 m = env.mj_model
 env.reset()
 rng = np.random.default_rng(0)
+VARIANTS = [tuple(float(x) for x in v.split(":")) for v in sys.argv[1:]] or [(16, 1e-6), (12, 1e-6), (8, 1e-6)]
 models = {}
-for it in (35, 16, 12, 8):
-    m.opt.ccd_iterations = it
-    models[it] = mjw.put_model(m)
-m.opt.ccd_iterations = 35
+for it, tol in [(35, 1e-6), *VARIANTS]:
+    m.opt.ccd_iterations, m.opt.ccd_tolerance = int(it), tol
+    models[it, tol] = mjw.put_model(m)
+m.opt.ccd_iterations, m.opt.ccd_tolerance = 35, 1e-6
 d = mujoco.MjData(m)
 def contacts(mw):
     out = []
@@ -32,13 +35,13 @@ def contacts(mw):
     return out
 for step in range(151):
     if step % 25 == 0 and step:
-        ref = {k: (dd, n) for k, dd, n in contacts(models[35])}
+        ref = {k: (dd, n) for k, dd, n in contacts(models[35, 1e-6])}
         line = f"step {step}: ellipsoid contacts {len(ref)}"
-        for it in (16, 12, 8):
-            got = {k: (dd, n) for k, dd, n in contacts(models[it])}
+        for it, tol in VARIANTS:
+            got = {k: (dd, n) for k, dd, n in contacts(models[it, tol])}
             common = set(ref) & set(got)
             ddist = max((abs(ref[k][0] - got[k][0]) for k in common), default=0.0)
             dang = max((float(np.degrees(np.arccos(np.clip(abs(ref[k][1] @ got[k][1]), -1, 1)))) for k in common), default=0.0)
-            line += f" | it {it}: missing {len(set(ref) - set(got))} extra {len(set(got) - set(ref))} max|ddist| {ddist:.2e} m max dnormal {dang:.2f} deg"
+            line += f" | {int(it)}:{tol:g}: missing {len(set(ref) - set(got))} extra {len(set(got) - set(ref))} max|ddist| {ddist:.2e} m max dnormal {dang:.2f} deg"
         print(line, flush=True)
     env.step(np.clip(rng.normal(0, 0.3, (K, env.action_size)), -1, 1))
