@@ -179,20 +179,26 @@ def with_teacher(env, source: str):
 
 
 def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: dict | None = None):
-    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside it and
-    the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults) and, under its key
-    "mj_options", fields of the model's MuJoCo options set before the model goes to the device."""
-    import jax.numpy as jnp
-
+    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside the full
+    env and the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults) and, under
+    its key "mj_options", fields of the model's MuJoCo options set before the model goes to the device."""
     from boxjax import envs
-    from boxjax.envs import vision
-    from boxjax.envs.block import BlockEnv
 
     options = dict(physics or {})
     mj_options = options.pop("mj_options", {})
-    env = with_teacher(envs.make("block", body=body, num_worlds=worlds, **options), teacher)
-    for name, value in mj_options.items():
-        setattr(env.mj_model.opt, name, value)
+    env = _variant(name, with_teacher(envs.make("block", body=body, num_worlds=worlds, **options), teacher))
+    for option, value in mj_options.items():
+        setattr(env.mj_model.opt, option, value)
+    return env
+
+
+def _variant(name: str, env):
+    """`env` itself ("full", "physics") or a block env of its config and physics with one part stubbed."""
+    import jax.numpy as jnp
+
+    from boxjax.envs import vision
+    from boxjax.envs.block import BlockEnv
+
     if name == "no_vision":
 
         class NoVision(BlockEnv):

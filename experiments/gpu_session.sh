@@ -121,7 +121,9 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     done
     ;;
   levers)  # levers BODY SHAPE [extra]: the block iteration once per LEVERS entry: "built" as built, else
-    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=16 ccd_iterations=12")
+    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=16 ccd_iterations=12").
+    # Each entry is one bench of up to BLOCK_LIMIT_S (a changed ccd_iterations compiles new collision kernels):
+    # keep entries x BLOCK_LIMIT_S inside the device call's 600 s
     body=$2; shape=$3; shift 3
     for lever in ${LEVERS:-built ccd_iterations=16 ccd_iterations=12}; do
       options=(); [ "$lever" != built ] && for o in ${lever//,/ }; do options+=(--mj-option "$o"); done
@@ -133,14 +135,20 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # (WORLDSxUNROLL, e.g. "2048x16 4096x8"; default: block.py's own shape);
     # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them;
     # LEARN_ARGS adds block.py arguments (e.g. --teacher)
+    # LEARN_MEM: each run's GPU memory share (default 0.9 / runs)
     body=$2; minutes=$3; init=${4:+--init $4}
-    log "block learning check $body $minutes min, ${LEARN_FACTORS:-fused stock} ${LEARN_SHAPES:-} ${4:+from $4} ${LEARN_ARGS:-}"
-    for factor in ${LEARN_FACTORS:-fused stock}; do
-      for shape in ${LEARN_SHAPES:-default}; do
+    factors=(${LEARN_FACTORS:-fused stock}); shapes=(${LEARN_SHAPES:-default})
+    for shape in "${shapes[@]}"; do
+      [[ $shape == default || $shape =~ ^[0-9]+x[0-9]+$ ]] || { log "bad LEARN_SHAPES entry '$shape' (WORLDSxUNROLL)"; exit 2; }
+    done
+    mem=${LEARN_MEM:-$(awk -v n=$((${#factors[@]} * ${#shapes[@]})) 'BEGIN { printf "%.2f", 0.9 / n }')}
+    log "block learning check $body $minutes min, ${factors[*]} ${LEARN_SHAPES:-} ${4:+from $4} ${LEARN_ARGS:-}, memory $mem each"
+    for factor in "${factors[@]}"; do
+      for shape in "${shapes[@]}"; do
         run="learn-$body-$factor${LEARN_TAG:-}"; sized=""
         [ "$shape" != default ] && run="$run-$shape" && sized="--envs ${shape%x*} --unroll ${shape#*x}"
         from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
-        XLA_PYTHON_CLIENT_MEM_FRACTION=${LEARN_MEM:-0.45} timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
+        XLA_PYTHON_CLIENT_MEM_FRACTION=$mem timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
           --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
           --factor $factor --seed 0 --name "$run" $sized $from ${LEARN_ARGS:-} 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
       done

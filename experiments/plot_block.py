@@ -22,17 +22,28 @@ all (the report leaves 0.02 s unaccounted)."""
 
 
 def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
-    """{(device, body, worlds, unroll, teacher): {metric: value}} of the split shapes."""
+    """{(device, body, worlds, unroll, teacher): {metric: value}} of the split shapes, from rows of the
+    physics as built (rows of another graph mode, substep calls or MuJoCo options are left out)."""
     shapes: dict[tuple, dict[str, float]] = {}
     for path in paths:
         with open(path) as f:
             for line in f:
                 row = json.loads(line)
-                if row.get("bench") != "block" or "unroll" not in row:
+                if row.get("bench") != "block" or "unroll" not in row or not _as_built(row):
                     continue
                 key = (row["device"], row["body"], row["worlds"], row["unroll"], row.get("teacher", "none"))
                 shapes.setdefault(key, {})[row["metric"]] = row["value"]
     return {k: m for k, m in shapes.items() if "s_per_iteration" in m and "it_physics_s" in m}
+
+
+def _as_built(row: dict) -> bool:
+    """Whether a bench row ran the physics as built (MJX's default graph mode, one call per substep, the
+    model's own MuJoCo options)."""
+    return (
+        row.get("graph_mode", "default") == "default"
+        and row.get("substep_calls", "each") == "each"
+        and not row.get("mj_options")
+    )
 
 
 def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:

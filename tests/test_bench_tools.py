@@ -133,6 +133,15 @@ def test_plot_reads_the_newest_split_iteration_rows_per_shape_and_teacher(tmp_pa
         {**base, "teacher": "untrained", "metric": "s_per_iteration", "value": 0.45},  # not split: dropped
         {**base, "worlds": 4096, "unroll": 8, "metric": "env_step_ms", "value": 1.0},  # no iteration: dropped
         {"bench": "stance", "device": "GPU", "metric": "s_per_iteration", "value": 9.0},  # other bench
+        {**base, "teacher": "none", "graph_mode": "warp_staged_ex", "metric": "s_per_iteration", "value": 1},
+        {**base, "teacher": "none", "substep_calls": "one", "metric": "s_per_iteration", "value": 2.0},
+        {
+            **base,
+            "teacher": "none",
+            "mj_options": {"ccd_iterations": 8},
+            "metric": "s_per_iteration",
+            "value": 3,
+        },
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -241,6 +250,8 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
     env = bench_block.variant_env("full", "simple", 2, physics=physics)
     assert env.physics.substeps_in_one_call
     assert env.default_params().model.opt._impl.ccd_iterations == 12  # MuJoCo Warp's model got it
+    stubbed = bench_block.variant_env("no_vision", "simple", 2, physics=physics)
+    assert type(stubbed).__name__ == "NoVision" and stubbed.mj_model.opt.ccd_iterations == 12
 
 
 def test_mj_options_are_typed_and_bad_ones_named():

@@ -59,7 +59,7 @@ class PhysicsConfig:
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
     by default: in MJX's default graph mode it did not pay (H200, block muscular 2,048 x 16: 0.332 s per
-    iteration against 0.336 s), where the host cost per call is hidden behind the GPU's work."""
+    iteration against 0.336 s measured in another session)."""
 
     def __post_init__(self) -> None:
         """Reject unknown implementations and graph modes and non-positive sizes."""
