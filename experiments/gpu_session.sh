@@ -107,11 +107,20 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       "runs/walk-$body/checkpoints" "$body" "$OUT/walk-$body.msgpack" 2>&1 | tail -1
     cp runs/walk-$body/metrics.jsonl "$OUT/walk-$body-metrics.jsonl"
     ;;
-  block)  # block BODIES SHAPES [extra]: the blocking-task bench (iteration and its breakdown)
+  block)  # block BODIES SHAPES [extra]: the blocking-task bench (iteration and its breakdown); with
+    # `--trace DIR` the perfetto traces come back flat in $OUT/traces/ (nested folders do not come back)
     bodies=$2; shapes=$3; shift 3
     log "block bench $bodies at $shapes $*"
     timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
       --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/block.txt" | tail -20
+    args=("$@")
+    for i in "${!args[@]}"; do
+      [ "${args[$i]}" = --trace ] || continue
+      mkdir -p "$OUT/traces"
+      find "${args[$((i + 1))]}" -name perfetto_trace.json.gz | while read -r trace; do
+        shape=${trace#"${args[$((i + 1))]}"/}; cp "$trace" "$OUT/traces/${shape%%/*}-$(date +%s%N).json.gz"
+      done
+    done
     ;;
   graphs)  # graphs BODY SHAPE [extra]: the block iteration once per MuJoCo Warp graph mode (GRAPH_MODES,
     # default "warp warp_staged_ex"), each with its CUDA graphs captured per iteration (it_graph_captures)
