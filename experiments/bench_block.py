@@ -113,13 +113,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "summary; with --iteration-only",
     )
     args = p.parse_args(argv)
-    for name in ("graph_mode", "trace"):
-        if getattr(args, name) and not args.iteration_only:
-            p.error(f"--{name.replace('_', '-')} needs --iteration-only")
-    if args.substep_calls != "each" and not args.iteration_only:
-        p.error("--substep-calls one needs --iteration-only")
-    if args.mj_option and not args.iteration_only:
-        p.error("--mj-option needs --iteration-only")
+    iteration_only_flags = {
+        "--graph-mode": args.graph_mode,
+        "--trace": args.trace,
+        "--substep-calls one": args.substep_calls != "each",
+        "--mj-option": args.mj_option,
+    }
+    for flag, given in iteration_only_flags.items():
+        if given and not args.iteration_only:
+            p.error(f"{flag} needs --iteration-only")
     try:
         args.mj_option = parse_mj_options(args.mj_option)
     except ValueError as error:
