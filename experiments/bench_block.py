@@ -493,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     plat = args.platform if args.platform != "auto" else ("gpu" if bench._has_gpu() else "cpu")
     from boxjax import platform
+    from boxjax.mjcf import boxer
 
     platform.configure(plat, args.cache)
     gpu = plat == "gpu"
@@ -513,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
         "mj_options": args.mj_option,
+        "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
         "epochs": args.epochs,
         "minibatch": args.minibatch,
     }

@@ -130,11 +130,11 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     done
     ;;
   levers)  # levers BODY SHAPE [extra]: the block iteration once per LEVERS entry: "built" as built, else
-    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=16 ccd_iterations=12").
+    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=35 ccd_iterations=8").
     # Each entry is one bench of up to BLOCK_LIMIT_S (a changed ccd_iterations compiles new collision kernels):
     # keep entries x BLOCK_LIMIT_S inside the device call's 600 s
     body=$2; shape=$3; shift 3
-    for lever in ${LEVERS:-built ccd_iterations=16 ccd_iterations=12}; do
+    for lever in ${LEVERS:-built ccd_iterations=35 ccd_iterations=8}; do
       options=(); [ "$lever" != built ] && for o in ${lever//,/ }; do options+=(--mj-option "$o"); done
       bash "$0" block "$body" "$shape" --iteration-only --out "$OUT/bench" "${options[@]}" "$@"
     done

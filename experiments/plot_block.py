@@ -2,10 +2,10 @@
 
     python experiments/plot_block.py results/bench/block-*.jsonl --out docs/block-iteration.png
 
-One horizontal stacked bar per measured shape (device, body, worlds x steps): physics, vision, scoring, IK,
-teacher, the rest of the rollout, and the PPO update, in seconds per iteration (the newest row of each
-metric wins; shapes timed with `--iteration-only`, which have no split, are left out). The seed's reported
-RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn for comparison.
+One horizontal stacked bar per measured shape (device, body, worlds x steps, convex-collision cap): physics,
+vision, scoring, IK, teacher, the rest of the rollout, and the PPO update, in seconds per iteration, from the
+newest bench run (rows of one date) that split it; runs timed with `--iteration-only`, which have no split,
+are left out. The seed's reported RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn for comparison.
 Needs matplotlib (`pip install matplotlib`).
 """
 
@@ -21,28 +21,47 @@ SEED = ("seed, RTX 5090 (reported; env step not split)", {"other": 1.09, "update
 all (the report leaves 0.02 s unaccounted)."""
 
 
+MUJOCO_CCD_ITERATIONS = 35
+"""MuJoCo's default cap on convex-collision iterations: the models' own before `boxer.CCD_ITERATIONS`
+(rows from before the 2026-12-02 change name no `ccd_iterations`)."""
+
+
 def load(paths: list[str]) -> dict[tuple, dict[str, float]]:
-    """{(device, body, worlds, unroll, teacher): {metric: value}} of the split shapes, from rows of the
-    physics as built (rows of another graph mode, substep calls or MuJoCo options are left out)."""
-    shapes: dict[tuple, dict[str, float]] = {}
+    """{(device, body, worlds, unroll, teacher, ccd_iterations): {metric: value}} of the newest run (rows of
+    one date) that split each shape's iteration, from rows of the stock physics call (MJX's graph mode, one
+    call per substep; rows of another graph mode, substep calls or MuJoCo option but the convex-collision cap
+    are left out)."""
+    runs: dict[tuple, dict[str, dict[str, float]]] = {}
     for path in paths:
         with open(path) as f:
             for line in f:
                 row = json.loads(line)
-                if row.get("bench") != "block" or "unroll" not in row or not _as_built(row):
+                if row.get("bench") != "block" or "unroll" not in row or not _stock_call(row):
                     continue
                 key = (row["device"], row["body"], row["worlds"], row["unroll"], row.get("teacher", "none"))
-                shapes.setdefault(key, {})[row["metric"]] = row["value"]
-    return {k: m for k, m in shapes.items() if "s_per_iteration" in m and "it_physics_s" in m}
+                run = runs.setdefault((*key, ccd_iterations(row)), {}).setdefault(row.get("date", ""), {})
+                run[row["metric"]] = row["value"]
+    shapes = {}
+    for key, by_date in runs.items():
+        split = [date for date, m in by_date.items() if "s_per_iteration" in m and "it_physics_s" in m]
+        if split:
+            shapes[key] = by_date[max(split)]
+    return shapes
 
 
-def _as_built(row: dict) -> bool:
-    """Whether a bench row ran the physics as built (MJX's default graph mode, one call per substep, the
-    model's own MuJoCo options)."""
+def ccd_iterations(row: dict) -> int:
+    """The convex-collision cap a bench row's model ran with."""
+    given = row.get("mj_options") or {}
+    return row.get("ccd_iterations", given.get("ccd_iterations", MUJOCO_CCD_ITERATIONS))
+
+
+def _stock_call(row: dict) -> bool:
+    """Whether a bench row ran MJX's graph mode, one call per substep and no MuJoCo option of its own but
+    the convex-collision cap."""
     return (
         row.get("graph_mode", "default") == "default"
         and row.get("substep_calls", "each") == "each"
-        and not row.get("mj_options")
+        and set(row.get("mj_options") or {}) <= {"ccd_iterations"}
     )
 
 
@@ -55,11 +74,11 @@ def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:
 
     bars = [
         (
-            f"{device}, {body}, {worlds} x {unroll}, teacher {teacher}",
+            f"{device}, {body}, {worlds} x {unroll}, teacher {teacher}, GJK cap {ccd}",
             {p: max(m.get(f"it_{p}_s", 0.0), 0.0) for p in PARTS},
             m["s_per_iteration"],
         )
-        for (device, body, worlds, unroll, teacher), m in sorted(shapes.items())
+        for (device, body, worlds, unroll, teacher, ccd), m in sorted(shapes.items())
     ]
     bars.append(SEED)
     fig, ax = plt.subplots(figsize=(10, 1.6 + 0.6 * len(bars)))

@@ -251,13 +251,23 @@ def _leg(pelvis, v: Variant, s: str, sign: float, spec: mujoco.MjSpec) -> None:
     )
 
 
+CCD_ITERATIONS = 16
+"""Cap on the convex-collision (GJK/EPA) iterations, MuJoCo's default 35. Most muscle-against-muscle
+candidates are separated ellipsoids, for which GJK converges slowly and runs to the cap; on the GPU a
+convex-collision launch lasts as long as its slowest pair. 16 keeps the contacts found (within 1e-5 m and 1
+degree, grazing ones aside; `tests/test_collision.py`) and took the muscular blocking iteration at 2,048 x 16
+from 0.329 s to 0.280 s on an H200 (`results/h200-2026-12-02c/`)."""
+
+
 def set_options(spec: mujoco.MjSpec) -> None:
-    """Sets the solver options every boxjax model uses (dt 5 ms, Newton 4/8, pyramidal cone)."""
+    """Sets the solver options every boxjax model uses (dt 5 ms, Newton 4/8, pyramidal cone, convex
+    collision capped at `CCD_ITERATIONS`)."""
     spec.option.timestep = 0.005
     spec.option.iterations = 4
     spec.option.ls_iterations = 8
     spec.option.solver = mujoco.mjtSolver.mjSOL_NEWTON
     spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+    spec.option.ccd_iterations = CCD_ITERATIONS
 
 
 def _actuators(spec: mujoco.MjSpec) -> None:
