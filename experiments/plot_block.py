@@ -5,7 +5,8 @@
 One horizontal stacked bar per measured shape (device, body, worlds x steps, convex-collision cap): physics,
 vision, scoring, IK, teacher, the rest of the rollout, and the PPO update, in seconds per iteration, from the
 newest bench run (rows of one date) that split it; runs timed with `--iteration-only`, which have no split,
-are left out. The seed's reported RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn for comparison.
+are left out. The seed's reported RTX 5090 iteration (1.09 s env, 0.08 s update, 1.19 s in all) is drawn
+for comparison.
 Needs matplotlib (`pip install matplotlib`).
 """
 

@@ -130,8 +130,8 @@ def test_plot_reads_the_newest_split_run_per_shape_teacher_and_cap(tmp_path):
         {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.5},
         {**base, "teacher": "none", "metric": "s_per_iteration", "value": 0.4},  # newer wins
         {**base, "teacher": "none", "metric": "it_physics_s", "value": 0.3},
-        {**base, "date": "2", "teacher": "none", "metric": "s_per_iteration", "value": 0.2},  # newer, not split
-        {**base, "date": "0", "teacher": "none", "metric": "s_per_iteration", "value": 0.6},  # older run
+        {**base, "date": "2", "teacher": "none", "metric": "s_per_iteration", "value": 0.2},  # newer, unsplit
+        {**base, "date": "0", "teacher": "none", "metric": "s_per_iteration", "value": 0.6},  # older
         {**base, "date": "0", "teacher": "none", "metric": "it_physics_s", "value": 0.5},
         {**base, "teacher": "untrained", "metric": "s_per_iteration", "value": 0.45},  # not split: dropped
         {**base, "worlds": 4096, "unroll": 8, "metric": "env_step_ms", "value": 1.0},  # no iteration: dropped
@@ -145,16 +145,23 @@ def test_plot_reads_the_newest_split_run_per_shape_teacher_and_cap(tmp_path):
             "metric": "s_per_iteration",
             "value": 3,
         },  # another cap: its own shape, not split, dropped
-        {**base, "teacher": "none", "mj_options": {"ccd_tolerance": 1e-5}, "metric": "it_physics_s", "value": 4},
+        {
+            **base,
+            "teacher": "none",
+            "mj_options": {"ccd_tolerance": 1e-5},
+            "metric": "it_physics_s",
+            "value": 1,
+        },
         {**base, "teacher": "none", "ccd_iterations": 16, "metric": "s_per_iteration", "value": 0.35},
         {**base, "teacher": "none", "ccd_iterations": 16, "metric": "it_physics_s", "value": 0.25},
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shapes = plot_block.load([str(path)])
-    assert set(shapes) == {("GPU", "muscular", 2048, 16, "none", 35), ("GPU", "muscular", 2048, 16, "none", 16)}
-    assert shapes[("GPU", "muscular", 2048, 16, "none", 35)] == {"s_per_iteration": 0.4, "it_physics_s": 0.3}
-    assert shapes[("GPU", "muscular", 2048, 16, "none", 16)] == {"s_per_iteration": 0.35, "it_physics_s": 0.25}
+    cap35, cap16 = ("GPU", "muscular", 2048, 16, "none", 35), ("GPU", "muscular", 2048, 16, "none", 16)
+    assert set(shapes) == {cap35, cap16}
+    assert shapes[cap35] == {"s_per_iteration": 0.4, "it_physics_s": 0.3}
+    assert shapes[cap16] == {"s_per_iteration": 0.35, "it_physics_s": 0.25}
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(SystemExit, match="no block iteration rows"):

@@ -41,7 +41,7 @@ def muscle_contacts(mj_model, warp_model, worlds) -> dict:
         geoms = warp_data.contact.geom.numpy()[:count]
         dists = warp_data.contact.dist.numpy()[:count]
         frames = warp_data.contact.frame.numpy()[:count]
-        for (g1, g2), dist, frame in zip(geoms, dists, frames):
+        for (g1, g2), dist, frame in zip(geoms, dists, frames, strict=True):
             if mujoco.mjtGeom.mjGEOM_ELLIPSOID in (mj_model.geom_type[g1], mj_model.geom_type[g2]):
                 found[world, int(g1), int(g2)] = (float(dist), frame[0].copy())
     return found
