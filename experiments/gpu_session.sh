@@ -132,12 +132,13 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
   levers)  # levers BODY SHAPE [extra]: the block iteration once per LEVERS entry: "built" as built, else
     # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=35 ccd_iterations=8").
     # Each entry is one bench of up to BLOCK_LIMIT_S: keep entries x BLOCK_LIMIT_S inside the device call's
-    # 600 s. On one H200 (2026-12-02) the first bench of a fresh machine needed ~230 s (Warp compiling, then
-    # 100-200 s of XLA compiling), a later one with new options 60 s; 180 s cut all three of a fresh start.
-    # Options go in LEVERS only: an --mj-option among the extra arguments would override every entry's.
+    # 600 s. On one H200 (2026-12-02): on a fresh machine ~100 s of Warp compiling before the reset, then
+    # up to 200 s of XLA compiling the iteration (180 s cut all three benches of a fresh start); once compiled
+    # (a later bench, new options) ~60 s. Options go in LEVERS only: an --mj-option among the extra
+    # arguments would override every entry's.
     body=$2; shape=$3; shift 3
     for arg in "$@"; do
-      [ "$arg" = --mj-option ] && { log "levers: put MuJoCo options in LEVERS, not among the extra arguments"; exit 2; }
+      case $arg in --mj-o*) log "levers: put MuJoCo options in LEVERS, not among the extra arguments"; exit 2 ;; esac
     done
     for lever in ${LEVERS:-built ccd_iterations=35 ccd_iterations=8}; do
       options=(); [ "$lever" != built ] && for o in ${lever//,/ }; do options+=(--mj-option "$o"); done
