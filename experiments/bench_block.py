@@ -39,6 +39,7 @@ results/bench/block-<device>-<date>.jsonl; `experiments/plot_block.py` draws the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -296,18 +297,24 @@ def time_teacher(env, params, first, repeats: int) -> float:
     return max(0.0, work_s - bench.timed(call, params, first, repeats=repeats)[1])
 
 
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One measured shape of the iteration and how it trains."""
+
+    body: str
+    worlds: int
+    unroll: int
+    """Control steps per world and iteration."""
+    epochs: int
+    minibatch: int
+    repeats: int
+    """Timed runs (the best counts)."""
+    teacher: str = ""
+    """The walking teacher beside the policy ("", "untrained", or a teacher file)."""
+
+
 def time_iteration(
-    body: str,
-    worlds: int,
-    unroll: int,
-    epochs: int,
-    minibatch: int,
-    repeats: int,
-    first,
-    teacher: str,
-    physics: dict | None = None,
-    trace_dir: str | None = None,
-    rollout_alone: bool = True,
+    case: Case, first, physics: dict | None = None, trace_dir: str | None = None, rollout_alone: bool = True
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
     state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
@@ -323,13 +330,14 @@ def time_iteration(
     from boxjax.rl.rollout import RolloutState, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
 
+    body, worlds, unroll, repeats, teacher = case.body, case.worlds, case.unroll, case.repeats, case.teacher
     env = variant_env("full", body, worlds, teacher, physics)
     params = env.default_params().replace(teacher=env.teacher)
     config = ppo.PPOConfig(
         num_envs=worlds,
         unroll_length=unroll,
-        num_epochs=epochs,
-        minibatch_size=min(minibatch, worlds * unroll),
+        num_epochs=case.epochs,
+        minibatch_size=min(case.minibatch, worlds * unroll),
         distill_coef=DISTILL_COEF if teacher else 0.0,
     )
     key = jax.random.PRNGKey(0)
@@ -394,21 +402,12 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
     return [row for row in rows if row[1] is not None]
 
 
-def iteration_rows(
-    body: str,
-    worlds: int,
-    unroll: int,
-    epochs: int,
-    minibatch: int,
-    repeats: int,
-    step_s: dict,
-    first,
-    teacher: str,
-) -> list[tuple[str, float, str]]:
+def iteration_rows(case: Case, step_s: dict, first) -> list[tuple[str, float, str]]:
     """The iteration's figures and its breakdown, from `time_iteration`, the per-step `step_s` (with the
     reset's seconds under "reset") and the reset state `first`."""
-    it = time_iteration(body, worlds, unroll, epochs, minibatch, repeats, first, teacher)
-    ik = step_s["reset"] - time_reset("no_ik", body, worlds, repeats)[0]
+    it = time_iteration(case, first)
+    unroll = case.unroll
+    ik = step_s["reset"] - time_reset("no_ik", case.body, case.worlds, case.repeats)[0]
     parts = {
         "physics": unroll * step_s["physics"],
         "vision": unroll * (step_s["full"] - step_s["no_vision"]),
@@ -418,7 +417,7 @@ def iteration_rows(
         "update": it["iteration"] - it["collect"],
     }
     parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik", "teacher"))
-    rows = [r for r in iteration_figures(it, worlds, unroll) if r[0] != "it_teacher_s"]
+    rows = [r for r in iteration_figures(it, case.worlds, unroll) if r[0] != "it_teacher_s"]
     return rows + [(f"it_{part}_s", parts[part], "s") for part in ITERATION_PARTS]
 
 
@@ -530,24 +529,19 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "a") as f:
         for body in bodies:
             for worlds, unroll in shapes:
+                case = Case(body, worlds, unroll, args.epochs, args.minibatch, args.repeats, args.teacher)
                 if args.iteration_only:
                     reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
                     progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
                     trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
-                    it = time_iteration(
-                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, first, args.teacher,
-                        physics, trace_dir, rollout_alone=False,
-                    )  # fmt: skip
+                    it = time_iteration(case, first, physics, trace_dir, rollout_alone=False)
                     if trace_dir:
                         print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
                     figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
                 else:
                     figures, step_s, first = measure(body, worlds, unroll, args.repeats)
                 if not (args.no_iteration or args.iteration_only):
-                    figures += iteration_rows(
-                        body, worlds, unroll, args.epochs, args.minibatch, args.repeats, step_s, first,
-                        args.teacher,
-                    )  # fmt: skip
+                    figures += iteration_rows(case, step_s, first)
                 for metric, value, unit in figures:
                     row = {
                         **common,
