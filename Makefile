@@ -21,7 +21,7 @@ demo-stance: $(STAMP)
 	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo-stance
 
 test: $(STAMP)
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=15 -n 2 --dist loadfile
 
 # On a GPU: the stance table, the factorisation kernel and the blocking task; on a CPU-only machine a small
 # stance table and the CPU path (mujoco.batch) against a bare mj_step.

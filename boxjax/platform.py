@@ -10,6 +10,11 @@ import os
 
 PLATFORMS = ("cpu", "gpu")
 
+
+class PlatformError(RuntimeError):
+    """The platform asked for cannot run on this machine (no GPU, or the GPU extra not installed)."""
+
+
 CPU_XLA_FLAGS = ("--xla_cpu_enable_concurrency_optimized_scheduler=false",)
 """jax 0.10's CPU scheduler deadlocks the MJX step at >= 48 worlds (every thread idle, the result never
 ready); the plain scheduler runs it (measured on 2 cores, jaxlib 0.10.2)."""
@@ -31,6 +36,7 @@ def cache_dir() -> str:
 
 def configure(platform: str, cache: str | None = None) -> str:
     """Select the JAX platform and point JAX's and Warp's caches at one folder; returns that folder.
+    For "gpu", `check_gpu` first makes sure there is one (`PlatformError` otherwise).
 
     Call before importing anything that creates JAX arrays (`boxjax.envs`, `boxjax.rl`).
     """
@@ -56,4 +62,30 @@ def configure(platform: str, cache: str | None = None) -> str:
         wp.config.quiet = True
     except ImportError:
         pass
+    if platform == "gpu":
+        check_gpu()
     return cache
+
+
+def check_gpu() -> None:
+    """Raise `PlatformError` (one sentence: what to install, or to use the CPU) unless JAX sees a CUDA GPU
+    and MuJoCo Warp imports. Call after `configure("gpu")`."""
+    import jax
+
+    try:
+        found = bool(jax.devices("cuda"))
+    except Exception:  # noqa: BLE001 - a missing CUDA plugin raises a bare AssertionError in jax 0.10
+        found = False
+    if not found:
+        raise PlatformError(
+            "--platform gpu needs an NVIDIA GPU and JAX's CUDA build, and JAX found none here: on a GPU "
+            "machine install the extra with pip install -e '.[gpu]', or run with --platform cpu"
+        )
+    try:
+        import warp  # noqa: F401
+        from mujoco.mjx.third_party import mujoco_warp  # noqa: F401
+    except ImportError as err:
+        raise PlatformError(
+            f"--platform gpu needs MuJoCo Warp ({err}): install warp-lang and mujoco-mjx "
+            "(pip install -e '.[gpu]'), or run with --platform cpu"
+        ) from err

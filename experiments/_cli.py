@@ -6,8 +6,10 @@ import argparse
 import gzip
 import json
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 PROCESS_START_S = time.perf_counter()
@@ -15,11 +17,29 @@ SETUP_MARKS_S: dict[str, float] = {}
 """Seconds from `PROCESS_START_S` to named points of a CLI's set-up before training (`mark`)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one `error: ...` line (status 2), like every other CLI error."""
+
+    def error(self, message: str):
+        """Print one line and exit with status 2."""
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def body_arg(text: str) -> str:
+    """`--body` value: one of `boxjax.mjcf.BODIES`."""
+    from boxjax import mjcf
+
+    if text not in mjcf.BODIES:
+        raise argparse.ArgumentTypeError(f"unknown body {text!r}; valid: {', '.join(mjcf.BODIES)}")
+    return text
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
     """Arguments every training script takes."""
-    p = argparse.ArgumentParser(description=description)
+    p = Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu", help="where JAX and the physics run")
-    p.add_argument("--body", default="simple", help="muscular | muscular-fast | simple")
+    p.add_argument("--body", type=body_arg, default="simple", help="muscular | muscular-fast | simple")
     p.add_argument("--envs", type=int, default=None, help="worlds stepped in parallel")
     p.add_argument("--unroll", type=int, default=None, help="control steps per world per iteration")
     p.add_argument("--minibatch", type=int, default=None, help="transitions per gradient step")
@@ -39,6 +59,16 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--stop-on-overflow", action="store_true", help="stop the run when any world overflows")
+    p.add_argument(
+        "--stop-on-nan", action="store_true", help="stop the run when any world's state turns non-finite"
+    )
+    p.add_argument(
+        "--max-skipped-updates",
+        type=int,
+        default=None,
+        help="stop after this many consecutive iterations whose update was skipped as non-finite (default 5)",
+    )
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
     p.add_argument("--ppo", action="append", default=[], metavar="FIELD=VALUE", help="any PPOConfig field")
     p.add_argument("--env", action="append", default=[], metavar="FIELD=VALUE", help="any task config field")
@@ -83,7 +113,7 @@ def cpu_worlds(args: argparse.Namespace, default_worlds: int) -> int:
     """Total worlds N x K from --collectors, --worlds and --envs (which must agree when both are given);
     `default_worlds` K per collector when neither is given."""
     if args.worlds is not None and args.envs is not None and args.worlds * args.collectors != args.envs:
-        raise SystemExit(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
+        raise ValueError(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
     if args.worlds is not None:
         return args.worlds * args.collectors
     return args.envs if args.envs is not None else default_worlds * args.collectors
@@ -119,17 +149,33 @@ def field_values(pairs: list[str], defaults: Any) -> dict[str, Any]:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not hasattr(defaults, name):
-            raise SystemExit(
+            raise ValueError(
                 f"bad override {pair!r}: expected FIELD=VALUE with a field of {type(defaults).__name__}"
             )
-        default = getattr(defaults, name)
-        if isinstance(default, bool):
-            out[name] = text.lower() in ("1", "true", "yes")
-        elif isinstance(default, tuple):
-            out[name] = tuple(type(default[0])(v) for v in text.split(","))
-        else:
-            out[name] = type(default)(text)
+        out[name] = parse_value(name, text, getattr(defaults, name))
     return out
+
+
+_BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def parse_value(name: str, text: str, default: Any) -> Any:
+    """`text` parsed to the type of `default` (bool, tuple of its first element's type, int, float, str);
+    a clear error naming the field when it does not parse."""
+    try:
+        if isinstance(default, bool):
+            return _BOOLEANS[text.lower()]
+        if isinstance(default, tuple):
+            kind = type(default[0]) if default else str
+            return tuple(kind(v) for v in text.split(","))
+        if default is None:
+            return text
+        return type(default)(text)
+    except (KeyError, ValueError):
+        kind = "true or false" if isinstance(default, bool) else f"a {type(default).__name__}"
+        if isinstance(default, tuple):
+            kind = "comma-separated values like " + ",".join(str(v) for v in default)
+        raise ValueError(f"bad value {text!r} for {name}: expected {kind}") from None
 
 
 def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -156,6 +202,39 @@ def read_metrics(run: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+INPUT_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError)
+"""Errors that mean the command line asked for something invalid (status 2)."""
+
+
+def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run a CLI's `main`: an error ends in one `error: ...` line on stderr, status 2 for bad input (a bad
+    value, an unknown body, a checkpoint of another run, no GPU) and 1 for a run that failed (non-finite
+    training, overflow); the traceback only with `--debug`. Ctrl-C that escaped the run's own handling
+    (a second one) ends with status 130."""
+    from boxjax.platform import PlatformError
+
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        return main(argv)
+    except SystemExit as stop:  # the argument parser's own (its one line is printed)
+        return stop.code if isinstance(stop.code, int) else 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except (*INPUT_ERRORS, PlatformError) as err:
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - the one place a CLI turns a failure into one line
+        if debug:
+            raise
+        print(f"error: {type(err).__name__}: {err} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
 def run_dir(name: str) -> str:
     """runs/<name>/, created."""
     path = os.path.join("runs", name)
@@ -166,14 +245,38 @@ def run_dir(name: str) -> str:
 def run_options(args: argparse.Namespace, out: str) -> dict[str, Any]:
     """The keyword arguments every training CLI passes to `ppo.train_run` (or the CPU path's `train`) from
     its common flags, with checkpoints under `out`."""
-    return dict(
+    options = dict(
         iterations=args.iterations,
         minutes=args.minutes,
         checkpoint_dir=os.path.join(out, "checkpoints"),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        stop_on_nan=args.stop_on_nan,
         start_time_s=PROCESS_START_S,
     )
+    if args.max_skipped_updates is not None:
+        options["max_skipped_updates"] = args.max_skipped_updates
+    return options
+
+
+def exit_status(result: Any) -> int:
+    """A training CLI's exit status: 0, or 128 + the signal's number when a signal stopped the run after
+    its last iteration (130 for Ctrl-C), as a shell reports a program the signal ended."""
+    name = getattr(result, "stopped_by", None)
+    return 0 if name is None else 128 + int(signal.Signals[name])
+
+
+def open_progress(
+    args: argparse.Namespace, out: str, extra: tuple[tuple[str, str, str], ...] = ()
+) -> Progress:
+    """The run's `Progress` on out/metrics.jsonl; resuming, the rows past the checkpoint resumed from are
+    dropped first (they will be run again), so no iteration is logged twice."""
+    keep = None
+    if args.resume:
+        from boxjax.rl import checkpoint
+
+        keep = checkpoint.latest_step(args.resume)
+    return Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra, keep_through=keep)
 
 
 def mark(name: str) -> None:
@@ -194,11 +297,33 @@ def summary_head(args: argparse.Namespace, history: list[dict[str, Any]]) -> dic
     }
 
 
+def truncate_rows(jsonl_path: str, last_iteration: int) -> None:
+    """Drop the rows of a metrics file past `last_iteration` (rewritten whole, then renamed into place)."""
+    if not os.path.exists(jsonl_path):
+        return
+    with open(jsonl_path) as f:
+        rows = [line for line in f if line.strip()]
+    kept = [line for line in rows if json.loads(line).get("iteration", 0) <= last_iteration]
+    if len(kept) == len(rows):
+        return
+    with open(jsonl_path + ".tmp", "w") as f:
+        f.writelines(kept)
+    os.replace(jsonl_path + ".tmp", jsonl_path)
+
+
 class Progress:
     """Prints one progress line per iteration and appends every iteration's figures to a JSONL file."""
 
-    def __init__(self, total: int, jsonl_path: str, extra: tuple[tuple[str, str, str], ...] = ()):
+    def __init__(
+        self,
+        total: int,
+        jsonl_path: str,
+        extra: tuple[tuple[str, str, str], ...] = (),
+        keep_through: int | None = None,
+    ):
         self.total = total
+        if keep_through is not None:
+            truncate_rows(jsonl_path, keep_through)
         self.jsonl = open(jsonl_path, "a")  # noqa: SIM115 - closed in close()
         self.extra = extra
         self.tty = sys.stdout.isatty()
@@ -219,6 +344,12 @@ class Progress:
             f"fall {100 * figures['episode/fall_rate']:.1f}%",
             f"ep {figures['episode/length']:.0f}",
         ]
+        nonfinite = figures.get("env/nonfinite_worlds", 0.0)
+        if nonfinite or figures.get("guard/skipped_steps", 0.0):
+            parts.append(f"nan {nonfinite:.0f} skip {figures.get('guard/skipped_steps', 0.0):.0f}")
+        caps = [v for k, v in figures.items() if k.startswith("env/caps/")]
+        if any(caps):
+            parts.append(f"caps {max(caps):.0f}")
         parts += [fmt.format(figures[key]) if key in figures else "" for key, fmt, _ in self.extra]
         parts.append(f"ETA {eta:.0f}s")
         line = "  ".join(p for p in parts if p)

@@ -91,6 +91,31 @@ def versions() -> dict[str, str]:
     return out
 
 
+def commit() -> str:
+    """The git commit of this checkout ("unknown" outside a git checkout), with "+dirty" when the tree
+    differs from it: every benchmark row names the code it measured."""
+    import subprocess
+
+    here = os.path.dirname(HERE)
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def factor_ran(rows: list[tuple[str, float, str]]) -> str:
+    """ "fused" when a measurement's rows show our factorisation kernel ran, else "stock" (what ran, not
+    what was asked)."""
+    counts = [value for metric, value, _ in rows if metric.endswith("fused_factorizations")]
+    return "fused" if any(c > 0 for c in counts) else "stock"
+
+
 def measure(
     body: str, worlds: int, unroll: int, repeats: int, fused: bool | None, devices: int = 1
 ) -> list[tuple[str, float, str]]:
@@ -155,7 +180,7 @@ def measure(
     jax.block_until_ready(metrics)
     rows.append(("compile_s", time.perf_counter() - tick, "s"))
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
-    captured_before = graphs.capture_keys()
+    captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
     best_it = float("inf")
     for _ in range(repeats):
         tick = time.perf_counter()
@@ -163,6 +188,8 @@ def measure(
         jax.block_until_ready(metrics)
         best_it = min(best_it, time.perf_counter() - tick)
     rows.append(("graph_captures", graphs.new_captures(captured_before) / repeats, "graphs/iteration"))
+    factored = (graphs.fused_factorizations() - factored_before) / repeats
+    rows.append(("fused_factorizations", factored, "worlds/iteration"))
     rows.append(("s_per_iteration", best_it, "s"))
     rows.append(("steps_per_s", worlds * unroll / best_it, "1/s"))
     rows.append(("update_ms", 1e3 * max(best_it - best_env, 0.0), "ms"))
@@ -272,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": date,
         "versions": versions(),
         "unroll": args.unroll,
-        "factor": args.factor,
+        "factor_asked": args.factor,
+        "commit": commit(),
     }
     if not gpu:
         common["cores"] = os.cpu_count()
@@ -283,9 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     with open(path, "a") as f:
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
             fused = {"auto": None, "fused": True, "stock": False}[args.factor]
-            for metric, value, unit in measure(body, worlds, args.unroll, args.repeats, fused, devices):
+            measured = measure(body, worlds, args.unroll, args.repeats, fused, devices)
+            for metric, value, unit in measured:
                 row = {
                     **common,
+                    "factor": factor_ran(measured),
                     "body": body,
                     "worlds": worlds,
                     "devices": devices,

@@ -364,12 +364,13 @@ def time_iteration(
     compile_s, best = time.perf_counter() - tick, float("inf")
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
-    captured_before = graphs.capture_keys()
+    captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
     for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         best = min(best, time.perf_counter() - tick)
     captures = graphs.new_captures(captured_before) / repeats
+    factored = (graphs.fused_factorizations() - factored_before) / repeats
     progress(f"{body} {worlds}x{unroll}: iteration {best:.3f} s, {captures:.1f} graph captures each")
     if trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
@@ -384,6 +385,7 @@ def time_iteration(
         "teacher": teacher_s,
         "overflow": overflow,
         "graph_captures": captures,
+        "fused_factorizations": factored,
     }
 
 
@@ -398,6 +400,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
         ("it_teacher_s", it["teacher"], "s"),
         ("it_overflow_worlds", it["overflow"], "worlds"),
         ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
+        ("it_fused_factorizations", it.get("fused_factorizations"), "worlds/iteration"),
     ]
     return [row for row in rows if row[1] is not None]
 
@@ -516,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
         "epochs": args.epochs,
         "minibatch": args.minibatch,
+        "commit": bench.commit(),
     }
     os.makedirs(args.out, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
@@ -545,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 for metric, value, unit in figures:
                     row = {
                         **common,
+                        "factor": bench.factor_ran(figures),
                         "body": body,
                         "worlds": worlds,
                         "unroll": unroll,

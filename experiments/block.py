@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         init = None if args.resume else prepare_init(args.init, task, config, out, args.seed)
     except checkpoint.CheckpointMismatchError as error:
-        raise SystemExit(f"block.py: --init {args.init}: {error}") from None
+        raise checkpoint.CheckpointMismatchError(f"--init {args.init}: {error}") from None
     physics = "physics=mujoco-cpu" if on_workers else f"impl={env.physics.impl}"
     print(
         f"block: body={args.body} {physics} worlds={config.num_envs} devices={devices} "
@@ -119,42 +119,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     _cli.mark("env_built_init_prepared")
     extra = PROGRESS + (_cli.CPU_PROFILE if on_workers else ())
-    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
+    progress = _cli.open_progress(args, out, extra)
     common = dict(
         progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
         init=init,
         **_cli.run_options(args, out),
     )
     try:
-        history = (
+        result, history = (
             train_cpu(args, config, task.config, common) if on_workers else train(args, config, env, common)
         )
-    except checkpoint.CheckpointMismatchError as error:
-        raise SystemExit(f"block.py: {error}") from None
     finally:
         progress.close()
     if not history:
         print("nothing to do: the checkpoint already reached --iterations")
         return 0
     write_summary(out, args, history)
-    return 0
+    return _cli.exit_status(result)
 
 
-def train(args, config, env, common: dict) -> list[dict]:
-    """The fused JAX iteration (`ppo.train_run`); returns the per-iteration figures."""
+def train(args, config, env, common: dict):
+    """The fused JAX iteration (`ppo.train_run`); returns its result and the per-iteration figures."""
     import jax
 
     from boxjax.rl import ppo
 
-    _, history = ppo.train_run(
+    return ppo.train_run(
         env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
     )
-    return history
 
 
-def train_cpu(args, config, block_config, common: dict) -> list[dict]:
+def train_cpu(args, config, block_config, common: dict):
     """The CPU path (`boxjax.rl.workers`): collectors of `BlockCpuEnv` worlds, learners with the GPU path's
-    loss code; returns the per-iteration figures."""
+    loss code; returns its result and the per-iteration figures."""
     import functools
 
     import jax
@@ -163,10 +160,7 @@ def train_cpu(args, config, block_config, common: dict) -> list[dict]:
     from boxjax.rl import workers
 
     factory = functools.partial(BlockCpuEnv, block_config)
-    _, history = workers.train(
-        factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common
-    )
-    return history
+    return workers.train(factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common)
 
 
 def task_fields(args) -> dict:
@@ -175,7 +169,7 @@ def task_fields(args) -> dict:
 
     fields = _cli.field_values(args.env, BlockConfig())
     if "teacher" in fields and args.teacher != "auto":
-        raise SystemExit("block.py: name the teacher once, with --teacher or --env teacher=..., not both")
+        raise ValueError("name the teacher once, with --teacher or --env teacher=..., not both")
     fields.setdefault("teacher", teacher_source(args.teacher, args.body))
     return fields
 
@@ -401,4 +395,4 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_cli.run_main(main))

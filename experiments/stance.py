@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     out = _cli.run_dir(name)
     level = (("curriculum/level", "amp {:.0f}/" + str(levels), "level"),)
     extra = level + (_cli.CPU_PROFILE if args.platform == "cpu" else ())
-    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra)
+    progress = _cli.open_progress(args, out, extra)
     common = dict(
         progress_fn=progress,
         init=args.init,
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(set-up {summary['setup_s']:.1f} s, training {summary['train_s_to_solve']:.1f} s)"
         )
     print(json.dumps(summary))
-    return 0
+    return _cli.exit_status(result)
 
 
 def train_cpu(args, config, options: dict, out: str, common: dict):
@@ -182,4 +182,4 @@ def train_gpu(args, config, options: dict, out: str, common: dict):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_cli.run_main(main))

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
         flush=True,
     )
-    progress = _cli.Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=TRACKING)
+    progress = _cli.open_progress(args, out, TRACKING)
     try:
         result, history = ppo.train_run(
             env,
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary))
-    return 0
+    return _cli.exit_status(result)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_cli.run_main(main))

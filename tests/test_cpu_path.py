@@ -168,6 +168,14 @@ def _batch(net, params, key, t=4, n=WORLDS):
     )
 
 
+def _sum_noise(x: jax.Array) -> float:
+    """Float32 rounding bound of a mean over the leading axes of `x` computed in another order:
+    log2(count) roundings of eps each, on values up to max|x|. The means here lie near zero, where a
+    relative tolerance is meaningless (seen on a fresh 2-core x86 machine: 3e-8 absolute, 1e-3 relative)."""
+    count = int(np.prod(x.shape[:-1]))
+    return float(np.log2(count) * np.finfo(np.float32).eps * np.abs(np.asarray(x)).max())
+
+
 def test_learner_update_is_the_gpu_path_update():
     env = FACTORY(1)
     net = make_network(env, TINY)
@@ -175,13 +183,13 @@ def test_learner_update_is_the_gpu_path_update():
     traj, key = _batch(net, ts.params, jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
     got, terms, _ = Learner(net, TINY).learn(LearnerState.of(ts), traj, key)
     batch = advantages_and_batch(net, TINY, ts.params, ts.normalizer, traj)
-    params, _, want_terms = update(net, TINY, ts, batch, key)
+    params, _, want_terms, _ = update(net, TINY, ts, batch, key)
     for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(params), strict=True):
         np.testing.assert_allclose(a, b, atol=UPDATE_ATOL)
     for a, b in zip(
         jax.tree.leaves(got.normalizer), jax.tree.leaves(ts.normalizer.update(traj.obs)), strict=True
     ):
-        np.testing.assert_allclose(a, b, rtol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=_sum_noise(traj.obs))
     assert terms["total"] == pytest.approx(float(want_terms.total), abs=UPDATE_ATOL)
     low, low_terms, _ = Learner(net, TINY, dtype="bf16").learn(LearnerState.of(ts), traj, key)
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(low.params))

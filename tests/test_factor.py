@@ -216,7 +216,9 @@ def test_patch_matches_stock_mjwarp_on_cpu(body):
     try:
         assert smooth.factor_solve_i is not factor_patch.stock_factor_solve_i()
         factor_patch.register(model)
+        before = factor_patch.factorizations()
         ours = _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
+        assert factor_patch.factorizations() - before == len(s["M"])  # one per world, counted on the device
     finally:
         factor_patch.install(False)
     assert smooth.factor_solve_i is factor_patch.stock_factor_solve_i() and not factor_patch.installed()
@@ -224,6 +226,22 @@ def test_patch_matches_stock_mjwarp_on_cpu(body):
     for a, b in zip(ours, direct, strict=True):
         np.testing.assert_array_equal(a, b)  # the patch ran our kernel, bit for bit
     _check(ours, s, s["stock"])
+
+
+def test_patch_refuses_a_model_it_has_no_schedule_for(body, monkeypatch):
+    """Our kernel asked to factor a model it was never given is an error, not a silent fall back to MuJoCo
+    Warp's own factorisation (that needs the kernel turned off)."""
+    from mujoco.mjx.third_party.mujoco_warp._src import smooth
+
+    _, model, _, s = body
+    factor_patch.install()
+    try:
+        monkeypatch.setattr(factor_patch, "_SCHEDULES", {})
+        monkeypatch.setattr(factor_patch, "register", lambda mj_model: None)  # as if put before install()
+        with pytest.raises(factor_patch.FactorKernelError, match="fused_factor=False"):
+            _stock_mjwarp(model, s, "cpu", smooth.factor_solve_i)
+    finally:
+        factor_patch.install(False)
 
 
 def _mixed_model(name: str) -> mujoco.MjModel:

@@ -162,3 +162,19 @@ def test_fused_stance_iteration_runs_without_retrace():
     assert all(np.isfinite(v) for v in figures.values())
     assert figures["env/overflow/nefc"] == 0.0
     assert int(ts.iteration) == 3
+
+
+def test_non_finite_physics_resets_that_world_and_is_no_fall():
+    """A NaN in one world's velocities: that world's step reports it (`nan`), ends its episode as a
+    truncation (not a fall) with reward 0 and is reset; the other worlds step on."""
+    reset, step = jitted()
+    state = reset(params(), jax.random.split(jax.random.PRNGKey(7), WORLDS))
+    poisoned = state.replace(data=state.data.replace(qvel=state.data.qvel.at[1, 0].set(jnp.nan)))
+    nxt, stepped = step(params(), poisoned, state, jnp.zeros((WORLDS, env().action_size)))
+    np.testing.assert_array_equal(np.asarray(stepped.metrics["nan"]), [0.0, 1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(stepped.metrics["fall"])[1], 0.0)
+    assert float(stepped.done[1]) == 1.0 and float(stepped.truncation[1]) == 1.0
+    assert float(stepped.reward[1]) == 0.0
+    np.testing.assert_array_equal(np.asarray(nxt.data.qpos[1]), np.asarray(state.data.qpos[1]))  # reset
+    assert int(nxt.info.step[1]) == 0 and np.all(np.asarray(nxt.info.step)[[0, 2, 3]] == 1)
+    assert bool(jnp.all(jnp.isfinite(nxt.data.qvel)))

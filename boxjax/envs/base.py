@@ -22,19 +22,25 @@ Optionally, a curriculum whose state lives in the training state (never in Pytho
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from boxjax import mjcf
+from boxjax.ranges import POSITIVE, Range, check_fields
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskConfig:
     """What every task's config has: the body, the control step and the episode length, with their checks,
-    the step counts they imply and a JSON-friendly copy. Tasks subclass it with their own fields."""
+    the step counts they imply and a JSON-friendly copy. Tasks subclass it with their own fields and list
+    the valid range of each numeric one in `RANGES` (checked on construction)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {}
+    """Valid range of each numeric field a subclass adds (`boxjax.ranges`)."""
+    BASE_RANGES: ClassVar[dict[str, Range]] = {"control_dt_s": POSITIVE, "episode_s": POSITIVE}
 
     body: str = "simple"
     """Boxer body: one of `boxjax.mjcf.BODIES`."""
@@ -44,11 +50,10 @@ class TaskConfig:
     """Episode length in seconds (the time limit)."""
 
     def __post_init__(self) -> None:
-        """Reject an unknown body (naming the valid ones) and non-positive times."""
+        """Reject an unknown body (naming the valid ones) and any field outside its range."""
         if self.body not in mjcf.BODIES:
             raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
-        if self.control_dt_s <= 0 or self.episode_s <= 0:
-            raise ValueError(f"{type(self).__name__}: control_dt_s and episode_s must be positive")
+        check_fields(self, {**self.BASE_RANGES, **self.RANGES})
 
     @property
     def max_steps(self) -> int:
@@ -62,6 +67,13 @@ class TaskConfig:
     def to_dict(self) -> dict:
         """JSON-friendly copy."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+NONFINITE_METRIC = "nan"
+"""The per-step figure (1.0 or 0.0) by which a task that guards its own physics reports that the world's
+state turned non-finite (it then resets the physics itself); the rollout treats such a world, and any world
+whose observation or reward is not finite, as an episode cut short, never as a fall
+(`boxjax.envs.wrappers.nonfinite`)."""
 
 
 @struct.dataclass
@@ -155,28 +167,39 @@ class PlaygroundAdapter:
     """Wraps a MuJoCo Playground environment (``reset(key)``, ``step(state, action)``) into this protocol.
 
     Playground states carry ``data, obs, reward, done, metrics, info``; the truncation flag, when a
-    time-limit wrapper set one, is read from ``info['truncation']``.
+    time-limit wrapper set one, is read from ``info['truncation']``. As for boxjax's own tasks, MuJoCo Warp
+    prints no per-world warning (`quiet_models`), and a world whose MJX state is not finite is reported
+    (`NONFINITE_METRIC`) with its overflow and solver-cap figures.
     """
 
     def __init__(self, env: Any):
         self._env = env
         self.observation_size = int(env.observation_size)
         self.action_size = int(env.action_size)
+        quiet_models(env)
 
     def default_params(self) -> None:
         """Playground environments hold their model themselves: no params."""
         return None
 
     def _convert(self, s: Any) -> State:
+        from mujoco import mjx
+
+        from boxjax.physics import mjx as physics
+
         info = dict(s.info)
         truncation = jnp.asarray(info.pop("truncation", jnp.zeros(())), jnp.float32)
+        metrics = {k: jnp.asarray(v, jnp.float32) for k, v in s.metrics.items()}
+        if isinstance(s.data, mjx.Data):
+            metrics.update(physics.figures(s.data))
+            metrics[NONFINITE_METRIC] = 1.0 - physics.is_finite(s.data).astype(jnp.float32)
         return State(
             data=(s.data, s),
             obs=jnp.asarray(s.obs, jnp.float32),
             reward=jnp.asarray(s.reward, jnp.float32),
             done=jnp.asarray(s.done, jnp.float32),
             truncation=truncation,
-            metrics={k: jnp.asarray(v, jnp.float32) for k, v in s.metrics.items()},
+            metrics=metrics,
             info=None,
         )
 
@@ -187,6 +210,33 @@ class PlaygroundAdapter:
     def step(self, params: None, state: State, action: jax.Array) -> State:
         """Playground step on the wrapped original state."""
         return self._convert(self._env.step(state.data[1], action))
+
+
+WRAPPED_ENV_ATTRIBUTES = ("env", "_env")
+"""Where a wrapper (Brax's, Playground's) keeps the environment it wraps."""
+
+
+def quiet_models(env: Any) -> int:
+    """Swap every MJX model that `env`, or an environment it wraps, holds as an attribute for its quiet
+    copy (`boxjax.physics.mjx.quiet`: MuJoCo Warp prints no per-world warning); returns how many it
+    swapped. Models of impl "jax" print nothing and are left as they are."""
+    from mujoco import mjx
+
+    from boxjax.physics import mjx as physics
+
+    swapped, seen, todo = 0, set(), [env]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or not hasattr(obj, "__dict__"):
+            continue
+        seen.add(id(obj))
+        for name, value in list(vars(obj).items()):
+            if isinstance(value, mjx.Model) and value.impl == mjx.Impl.WARP:
+                setattr(obj, name, physics.quiet(value))
+                swapped += 1
+            elif name in WRAPPED_ENV_ATTRIBUTES:
+                todo.append(value)
+    return swapped
 
 
 def from_playground(env: Any) -> PlaygroundAdapter:

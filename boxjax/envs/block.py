@@ -326,7 +326,8 @@ class BlockEnv:
             block=cfg.w_block * events["punch/blocked"],
             hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * score,
         )
-        fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
+        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
+        fell = fell * finite
         step = info.step + 1
         task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
         terms.update(task_terms)
@@ -341,7 +342,7 @@ class BlockEnv:
             punch_glove=punch_glove, parried=parried, opponent_anchor=anchor,
         )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
-        metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
+        metrics.update(physics.figures(data))
         metrics.update(events)
         metrics.update(task_events)
         metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
@@ -351,7 +352,7 @@ class BlockEnv:
                 "vision/hidden": face * (1.0 - jnp.mean(seen[3::4])),
                 "shove/shoved": shoved,
                 "fall": fell,
-                "nan": 1.0 - finite.astype(jnp.float32),
+                "nan": nonfinite,
             }
         )
         bag = data.geom_xpos[self.bag.geom_ids[0]]
@@ -359,9 +360,9 @@ class BlockEnv:
         return State(
             data=data,
             obs=jnp.where(finite, obs, 0.0),
-            reward=jnp.where(finite, reward, -cfg.w_fall),
-            done=jnp.maximum(fell, timeout),
-            truncation=timeout,
+            reward=jnp.where(finite, reward, 0.0),
+            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
+            truncation=jnp.maximum(timeout, nonfinite),
             metrics=metrics,
             info=info,
         )
@@ -598,7 +599,7 @@ class BlockEnv:
     @staticmethod
     def metric_names() -> tuple[str, ...]:
         """Names of the per-step metrics every step returns (`State.metrics` keys), sorted."""
-        names = [f"reward/{k}" for k in REWARD_TERMS] + [f"overflow/{k}" for k in physics.OVERFLOW_BITS]
+        names = [f"reward/{k}" for k in REWARD_TERMS] + list(physics.FIGURE_NAMES)
         names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
         return tuple(sorted(names))
 

@@ -12,8 +12,14 @@ from mujoco import mjx
 from boxjax.envs import ik, punches
 from boxjax.envs import teacher as teacher_lib
 from boxjax.envs.base import TaskConfig
+from boxjax.ranges import ANY, COSINE, COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range
 
 KINDS = ("face", "command", "walk", "bag", "shove")
+WEIGHTS = (
+    "w_alive", "w_pose", "w_height", "w_upright", "w_feet", "w_action_rate", "w_block", "w_hit", "w_command",
+    "w_walk_progress", "w_walk_goal", "w_bag_reach", "w_bag_hit", "w_recover", "w_fall",
+)  # fmt: skip
+"""The reward weights of `BlockConfig`."""
 """Episode kinds, in one-hot and weight order."""
 FACE, COMMAND, WALK, BAG, SHOVE = range(len(KINDS))
 REWARD_TERMS = (
@@ -144,28 +150,49 @@ class BlockConfig(TaskConfig):
     w_fall: float = 10.0
     """Penalty on the step that falls."""
 
+    RANGES = {
+        "kind_weights": NON_NEGATIVE,
+        "action_scale_rad": POSITIVE,
+        "init_noise_rad": NON_NEGATIVE,
+        "punch_gap_s": Range(0.0, pair=True),
+        "vision_delay_s": NON_NEGATIVE,
+        "arrival_lag_s": NON_NEGATIVE,
+        "reach_m": NON_NEGATIVE,
+        "block_max_score": UNIT,
+        "opponent_contact_timeconst_s": POSITIVE,
+        "opponent_follow_mps": NON_NEGATIVE,
+        "opponent_turn_radps": NON_NEGATIVE,
+        "opponent_park_m": ANY,
+        "ik_iterations": COUNT,
+        "ik_damping": NON_NEGATIVE,
+        "command_jitter_m": NON_NEGATIVE,
+        "command_tolerance_m": POSITIVE,
+        "command_hold_s": NON_NEGATIVE,
+        "walk_origin_m": ANY,
+        "walk_distance_m": Range(0.0, pair=True),
+        "walk_arrive_m": POSITIVE,
+        "walk_speed_mps": POSITIVE,
+        "bag_distance_m": Range(0.0, pair=True),
+        "bag_touch_m": NON_NEGATIVE,
+        "bag_hit_speed_mps": POSITIVE,
+        "shove_at_s": Range(0.0, pair=True),
+        "shove_speed_mps": Range(0.0, pair=True),
+        "recover_s": POSITIVE,
+        "fall_height_fraction": UNIT,
+        "fall_upright_cos": COSINE,
+        "pose_weight_walk": NON_NEGATIVE,
+        "pose_weight_bag": NON_NEGATIVE,
+        **{name: NON_NEGATIVE for name in WEIGHTS},
+    }
+
     def __post_init__(self) -> None:
-        """Reject unknown bodies and bad values with the valid choices named."""
+        """Reject unknown bodies and bad values, naming the field and its valid range."""
         super().__post_init__()
-        if len(self.kind_weights) != len(KINDS) or min(self.kind_weights) < 0 or sum(self.kind_weights) <= 0:
+        if len(self.kind_weights) != len(KINDS) or sum(self.kind_weights) <= 0:
             raise ValueError(
-                f"BlockConfig: kind_weights needs {len(KINDS)} weights >= 0 ({', '.join(KINDS)})"
+                f"BlockConfig.kind_weights needs {len(KINDS)} weights >= 0 ({', '.join(KINDS)}) "
+                f"with a positive sum, got {self.kind_weights}"
             )
-        for name in ("punch_gap_s", "walk_distance_m", "bag_distance_m", "shove_at_s", "shove_speed_mps"):
-            low, high = getattr(self, name)
-            if not 0 <= low <= high:
-                raise ValueError(f"BlockConfig: {name} must be (low, high) with 0 <= low <= high")
-        for name in (
-            "vision_delay_s",
-            "arrival_lag_s",
-            "reach_m",
-            "opponent_follow_mps",
-            "opponent_turn_radps",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"BlockConfig: {name} must be >= 0, got {getattr(self, name)}")
-        if self.ik_iterations < 1:
-            raise ValueError("BlockConfig: ik_iterations must be >= 1")
 
 
 @struct.dataclass

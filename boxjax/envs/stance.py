@@ -23,6 +23,12 @@ from boxjax import mjcf
 from boxjax.envs import stance_math
 from boxjax.envs.base import EpisodeSummary, State, TaskConfig
 from boxjax.physics import mjx as physics
+from boxjax.ranges import COSINE, COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range
+
+WEIGHTS = (
+    "w_alive", "w_pose", "w_height", "w_upright", "w_feet", "w_action_rate", "w_root_speed", "w_fall",
+)  # fmt: skip
+"""The reward weights of `StanceConfig`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +78,22 @@ class StanceConfig(TaskConfig):
     w_fall: float = 10.0
     """Penalty on the step that falls."""
 
-    def __post_init__(self) -> None:
-        """Reject unknown bodies and bad values with the valid choices named."""
-        super().__post_init__()
-        if self.levels <= 0:
-            raise ValueError(f"StanceConfig.levels must be positive, got {self.levels}")
+    RANGES = {
+        "action_scale_rad": POSITIVE,
+        "rhythm_period_s": POSITIVE,
+        "rhythm_depth": UNIT,
+        "shove_interval_s": Range(0.0, open_low=True, pair=True),
+        "shove_speed_mps": Range(0.0, pair=True),
+        "init_noise_rad": NON_NEGATIVE,
+        "fall_height_fraction": UNIT,
+        "fall_upright_cos": COSINE,
+        "levels": COUNT,
+        "wait_episodes": POSITIVE,
+        "rise_max_fall_rate": UNIT,
+        "solved_max_fall_rate": UNIT,
+        "solved_min_length_fraction": UNIT,
+        **{name: NON_NEGATIVE for name in WEIGHTS},
+    }
 
 
 @struct.dataclass
@@ -307,7 +324,8 @@ class StanceEnv:
         terms, fell = stance_math.score(
             data.qpos, data.qvel, touch, ref_pose, ref_height, action, info.prev_action, lay, cfg, jnp
         )
-        fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
+        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
+        fell = fell * finite
         step = info.step + 1
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = stance_math.total_reward(terms, fell, cfg.w_fall)
@@ -319,14 +337,14 @@ class StanceEnv:
             data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
         )
         metrics = {f"reward/{k}": v for k, v in terms.items()}
-        metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
-        metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=1.0 - finite.astype(jnp.float32))
+        metrics.update(physics.figures(data))
+        metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
         return State(
             data=data,
             obs=jnp.where(finite, obs, 0.0),
-            reward=jnp.where(finite, reward, -cfg.w_fall),
-            done=jnp.maximum(fell, timeout),
-            truncation=timeout,
+            reward=jnp.where(finite, reward, 0.0),
+            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
+            truncation=jnp.maximum(timeout, nonfinite),
             metrics=metrics,
             info=info,
         )
@@ -350,6 +368,6 @@ class StanceEnv:
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         metrics = {f"reward/{k}": jnp.zeros((), jnp.float32) for k in stance_math.TERMS}
-        metrics.update({f"overflow/{k}": jnp.zeros((), jnp.float32) for k in physics.OVERFLOW_BITS})
+        metrics.update({k: jnp.zeros((), jnp.float32) for k in physics.FIGURE_NAMES})
         metrics.update(fall=jnp.zeros(()), shove=jnp.zeros(()), nan=jnp.zeros(()))
         return {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

@@ -119,19 +119,21 @@ class StanceCpuEnv:
         terms, fell = stance_math.score(
             qpos, qvel, touch, ref_pose, ref_height, action, task.prev_action, lay, cfg, np
         )
-        fell = np.maximum(fell, (~finite).astype(_f32))
+        nonfinite = (~finite).astype(_f32)  # reset and ended, but not a fall
+        fell = fell * finite
         step = task.step + 1
         timeout = (step >= cfg.max_steps).astype(_f32) * (1.0 - fell)
-        reward = np.where(finite, stance_math.total_reward(terms, fell, cfg.w_fall), _f32(-cfg.w_fall))
+        reward = np.where(finite, stance_math.total_reward(terms, fell, cfg.w_fall), _f32(0.0))
         next_shove = task.next_shove.copy()
         next_shove[shove] = step[shove] + self.rng.integers(*self.shove_steps, size=int(shove.sum()))
         obs = stance_math.observe(
             qpos, qvel, touch, ref_pose, ref_height, self.amplitude, phase, action, lay, np
         )
         obs[~finite] = 0.0
-        done = np.maximum(fell, timeout)
+        done = np.maximum(np.maximum(fell, timeout), nonfinite)
+        timeout = np.maximum(timeout, nonfinite)
         metrics = {f"reward/{k}": v for k, v in terms.items()}
-        metrics.update(fall=fell, shove=shove.astype(_f32), nan=(~finite).astype(_f32))
+        metrics.update(fall=fell, shove=shove.astype(_f32), nan=nonfinite)
         task = StanceTask(step=step, phase=phase, next_shove=next_shove, prev_action=action, obs=obs)
         ended = np.flatnonzero(done > 0.5)
         if ended.size:

@@ -31,6 +31,7 @@ from boxjax.envs import frames, rewards
 from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import poses
 from boxjax.physics import mjx as physics
+from boxjax.ranges import COSINE, NON_NEGATIVE, POSITIVE, UNIT, Range
 
 TERMS = ("track_lin", "track_yaw", "alive", "upright", "height", "guard", "action_rate")
 """Reward terms, in the order they are summed."""
@@ -43,6 +44,12 @@ GUARD_PELVIS_YAW = float(poses.POSES["stance"].yaw)
 EXTRA_OBS = 15
 """Observation features besides the 2 nu joint features (height 1, gravity 3, velocity 3, angular
 velocity 3, touch 2, command 3)."""
+
+
+WEIGHTS = (
+    "w_track_lin", "w_track_yaw", "w_alive", "w_upright", "w_height", "w_guard", "w_action_rate", "w_fall",
+)  # fmt: skip
+"""The reward weights of `WalkConfig`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,21 +97,20 @@ class WalkConfig(TaskConfig):
     w_fall: float = 10.0
     """Penalty on the step that falls."""
 
-    def __post_init__(self) -> None:
-        """Reject unknown bodies and bad values with the valid choices named."""
-        super().__post_init__()
-        if self.tracking_sigma <= 0:
-            raise ValueError(f"WalkConfig.tracking_sigma must be positive, got {self.tracking_sigma}")
-        if not 0.0 <= self.zero_command_share <= 1.0:
-            raise ValueError(
-                f"WalkConfig.zero_command_share must lie in [0, 1], got {self.zero_command_share}"
-            )
-        for name in ("forward_mps", "lateral_mps", "yaw_radps", "shove_interval_s", "shove_speed_mps"):
-            low, high = getattr(self, name)
-            if low > high:
-                raise ValueError(f"WalkConfig.{name} must be (low, high) with low <= high, got {(low, high)}")
-        if self.shove_interval_s[0] <= 0:
-            raise ValueError("WalkConfig.shove_interval_s must be positive")
+    RANGES = {
+        "action_scale_rad": POSITIVE,
+        "init_noise_rad": NON_NEGATIVE,
+        "forward_mps": Range(pair=True),
+        "lateral_mps": Range(pair=True),
+        "yaw_radps": Range(pair=True),
+        "zero_command_share": UNIT,
+        "shove_interval_s": Range(0.0, open_low=True, pair=True),
+        "shove_speed_mps": Range(0.0, pair=True),
+        "fall_height_fraction": UNIT,
+        "fall_upright_cos": COSINE,
+        "tracking_sigma": POSITIVE,
+        **{name: NON_NEGATIVE for name in WEIGHTS},
+    }
 
 
 @struct.dataclass
@@ -312,7 +318,8 @@ class WalkEnv:
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
         terms, fell, figures = self._score(data, info.command, action, info.prev_action)
-        fell = jnp.maximum(fell, 1.0 - finite.astype(jnp.float32))
+        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
+        fell = fell * finite
         step = info.step + 1
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in TERMS) - cfg.w_fall * fell
@@ -322,14 +329,14 @@ class WalkEnv:
         info = info.replace(step=step, next_shove=next_shove, prev_action=action, key=key)
         metrics = {f"reward/{k}": terms[k] for k in TERMS}
         metrics.update(figures)
-        metrics.update({f"overflow/{k}": v for k, v in physics.overflow_flags(data).items()})
-        metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=1.0 - finite.astype(jnp.float32))
+        metrics.update(physics.figures(data))
+        metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
         return State(
             data=data,
             obs=jnp.where(finite, walk_observation(idx, data, info.command), 0.0),
-            reward=jnp.where(finite, reward, -cfg.w_fall).astype(jnp.float32),
-            done=jnp.maximum(fell, timeout),
-            truncation=timeout,
+            reward=jnp.where(finite, reward, 0.0).astype(jnp.float32),
+            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
+            truncation=jnp.maximum(timeout, nonfinite),
             metrics={k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()},
             info=info,
         )
@@ -373,5 +380,5 @@ class WalkEnv:
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         names = [f"reward/{k}" for k in TERMS] + ["walk/lin_error", "walk/yaw_error", "walk/speed"]
-        names += [f"overflow/{k}" for k in physics.OVERFLOW_BITS] + ["fall", "shove", "nan"]
+        names += list(physics.FIGURE_NAMES) + ["fall", "shove", "nan"]
         return {k: jnp.zeros((), jnp.float32) for k in names}

@@ -1,4 +1,5 @@
-"""Batched stepping with per-world auto-reset by mask (never a host-side "did any world fall?")."""
+"""Batched stepping with per-world auto-reset by mask (never a host-side "did any world fall?"), and the
+guard that resets a world whose state turned non-finite without counting it as a fall."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from mujoco import mjx
 
-from boxjax.envs.base import Env, EpisodeSummary, State
+from boxjax.envs.base import NONFINITE_METRIC, Env, EpisodeSummary, State
 
 
 def _is_mjx_data(x: Any) -> bool:
@@ -30,14 +31,44 @@ def select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 
 
 def batch_reset(env: Env, params: Any, keys: jax.Array) -> State:
-    """Reset every world: keys (N, 2) -> State with leading axis N."""
-    return jax.vmap(env.reset, in_axes=(None, 0))(params, keys)
+    """Reset every world: keys (N, 2) -> State with leading axis N, its figures including
+    `NONFINITE_METRIC` (0 where the task has none), as every stepped state's do (`autoreset_step`)."""
+    states = jax.vmap(env.reset, in_axes=(None, 0))(params, keys)
+    if NONFINITE_METRIC in states.metrics:
+        return states
+    zeros = jnp.zeros(states.reward.shape, jnp.float32)
+    return states.replace(metrics={**states.metrics, NONFINITE_METRIC: zeros})
+
+
+def nonfinite(state: State) -> jax.Array:
+    """() bool: one world's stepped state is unusable: its observation or reward is not finite, or the
+    task's own guard reported non-finite physics (its `NONFINITE_METRIC` figure)."""
+    bad = ~jnp.all(jnp.isfinite(state.obs)) | ~jnp.isfinite(state.reward)
+    flag = state.metrics.get(NONFINITE_METRIC)
+    return bad if flag is None else bad | (flag > 0.5)
+
+
+def neutralize(stepped: State, before: State, bad: jax.Array) -> State:
+    """One world's stepped state as the learner sees it: where `bad`, the episode ends without a fall
+    (done and truncated, so bootstrapped from the observation before the step, which stands in for the
+    unusable one), with reward 0 and `NONFINITE_METRIC` 1; non-finite figures read 0 everywhere."""
+    flag = bad.astype(jnp.float32)
+    metrics = {k: jnp.where(jnp.isfinite(v), v, 0.0) for k, v in stepped.metrics.items()}
+    metrics[NONFINITE_METRIC] = flag
+    return stepped.replace(
+        obs=jnp.where(bad, before.obs, stepped.obs),
+        reward=jnp.where(bad, 0.0, stepped.reward),
+        done=jnp.maximum(stepped.done, flag),
+        truncation=jnp.where(bad, 1.0, stepped.truncation),
+        metrics=metrics,
+    )
 
 
 def autoreset_step(
     env: Env, params: Any, state: State, first: State, action: jax.Array
 ) -> tuple[State, State]:
-    """Step every world, then swap finished worlds for their reset state.
+    """Step every world, then swap finished worlds for their reset state. A world whose state turned
+    non-finite (`nonfinite`) is reset too, as an ended episode that is no fall (`neutralize`).
 
     Args:
       state: batched current state (N, ...).
@@ -51,6 +82,7 @@ def autoreset_step(
 
     def one(s: State, f: State, a: jax.Array) -> tuple[State, State]:
         stepped = env.step(params, s, a)
+        stepped = neutralize(stepped, s, nonfinite(stepped))
         continued = select(stepped.done > 0.5, f, stepped)
         return continued, stepped
 
@@ -58,9 +90,16 @@ def autoreset_step(
 
 
 def summarize_episodes(
-    done: jax.Array, truncation: jax.Array, episode_return: jax.Array, episode_length: jax.Array
+    done: jax.Array,
+    truncation: jax.Array,
+    episode_return: jax.Array,
+    episode_length: jax.Array,
+    nonfinite_worlds: jax.Array | None = None,
 ) -> EpisodeSummary:
-    """Totals over worlds whose episode ended at this step; all inputs (N,)."""
+    """Totals over worlds whose episode ended at this step; all inputs (N,). Episodes cut short by a
+    non-finite state (`nonfinite_worlds` 1.0) are left out: neither falls nor finished episodes."""
+    if nonfinite_worlds is not None:
+        done = done * (1.0 - nonfinite_worlds)
     return EpisodeSummary(
         episodes=done.sum(),
         terminated=(done * (1.0 - truncation)).sum(),

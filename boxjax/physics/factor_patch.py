@@ -3,13 +3,14 @@
 `install()` replaces MuJoCo Warp's `smooth.factor_solve_i` by `_factor_solve_i` and wraps its `put_model` so
 every model put on a device registers its schedule (`register`). Inside a CUDA-graph capture the patch can
 neither read the model back nor upload tables, so it finds a model's schedule by a structural fingerprint
-of MuJoCo Warp's Model; a model it does not know goes to MuJoCo Warp's own factorisation, with one warning.
+of MuJoCo Warp's Model; a model it does not know is an error (`FactorKernelError`), never a silent fall back
+to MuJoCo Warp's own factorisation: to run that, turn the kernel off (`install(False)`, `fused_factor=False`).
+Each launch also adds its worlds to a counter on the device, so `factorizations()` tells what actually ran.
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 
 import mujoco
 import numpy as np
@@ -23,6 +24,33 @@ MJWARP_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
 _SMOOTH = f"{MJWARP_PACKAGE}._src.smooth"
 
 _SCHEDULES: dict[tuple, Schedule] = {}
+_COUNTERS: dict[str, wp.array] = {}
+"""Per Warp device: world factorisations our kernel ran there (one int, added to on the device)."""
+
+
+class FactorKernelError(RuntimeError):
+    """Our factorisation was to run on a model it has no schedule for (installed after `put_model`?)."""
+
+
+@wp.kernel(enable_backward=False)
+def _count_worlds(count: wp.array[int], worlds: int):
+    wp.atomic_add(count, 0, worlds)
+
+
+def _counter(device) -> wp.array:
+    """The device's factorisation counter (made outside any graph capture, by `register`)."""
+    device = wp.get_device(device)
+    if device.alias not in _COUNTERS:
+        counter = wp.zeros(1, dtype=int, device=device)
+        wp.launch(_count_worlds, dim=1, inputs=[counter, 0], device=device)  # loaded before any capture
+        _COUNTERS[device.alias] = counter
+    return _COUNTERS[device.alias]
+
+
+def factorizations() -> int:
+    """World factorisations our kernel has run in this process so far, over all devices (0 before any;
+    waits for the work queued on each device that has a counter)."""
+    return sum(int(c.numpy()[0]) for c in _COUNTERS.values())
 
 
 def needs_fused_factor(mj_model: mujoco.MjModel) -> bool:
@@ -51,6 +79,7 @@ def register(mj_model: mujoco.MjModel) -> Schedule | None:
     _SCHEDULES[schedule.fingerprint] = schedule
     for device in wp.get_devices():
         factor.device_tables(schedule, device)
+        _counter(device)
     return schedule
 
 
@@ -78,7 +107,6 @@ def _capture_fingerprint(m, M) -> tuple:
 
 
 _ORIGINAL: dict[str, object] = {}
-_WARNED: set[tuple] = set()
 
 
 def _factor_solve_i(m, d, M, L, D, x, y):
@@ -91,18 +119,17 @@ def _factor_solve_i(m, d, M, L, D, x, y):
         fingerprint = _capture_fingerprint(m, M)
         schedule = _SCHEDULES.get(fingerprint)
         tables = None if schedule is None else factor.uploaded_tables(schedule, M.device)
-        if tables is not None:
-            factor.launch(schedule, tables, M, y, L[:, m.qLD_block_total :], D, x)
-            if m.M_tiles:
-                _ORIGINAL["factor_solve_blocks"](m, d, M, L, D, x, y)
-            return
-        if fingerprint not in _WARNED:
-            _WARNED.add(fingerprint)
-            warnings.warn(
-                f"boxjax fused factor: no registered model with fingerprint {fingerprint} on {M.device}; "
-                "using MuJoCo Warp's own factorisation (call factor_patch.install() before mjx.put_model)",
-                stacklevel=2,
+        if tables is None or wp.get_device(M.device).alias not in _COUNTERS:
+            raise FactorKernelError(
+                f"boxjax fused factor: no registered model with fingerprint {fingerprint} on {M.device} "
+                "(call factor_patch.install() before mjx.put_model, or turn the kernel off with "
+                "fused_factor=False to run MuJoCo Warp's own factorisation)"
             )
+        factor.launch(schedule, tables, M, y, L[:, m.qLD_block_total :], D, x)
+        wp.launch(_count_worlds, dim=1, inputs=[_counter(M.device), M.shape[0]], device=M.device)
+        if m.M_tiles:
+            _ORIGINAL["factor_solve_blocks"](m, d, M, L, D, x, y)
+        return
     _ORIGINAL["factor_solve_i"](m, d, M, L, D, x, y)
 
 

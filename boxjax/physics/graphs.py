@@ -1,4 +1,5 @@
-"""Counting the CUDA graphs MuJoCo Warp captures: after warm-up a training iteration should capture none.
+"""Counting what the GPU physics ran: the CUDA graphs MuJoCo Warp captures (after warm-up a training
+iteration should capture none) and the factorisations our kernel ran (`fused_factorizations`).
 
 In MJX's default graph mode on a GPU (`GraphMode.WARP`) each of MJX's Warp callables keeps the CUDA graphs
 it captured, keyed on the buffer addresses of the call, and replays one when XLA hands it the same buffers
@@ -32,3 +33,13 @@ def new_captures(before: frozenset, callables: list | None = None) -> int:
     """Graphs captured since `before` (a `capture_keys()` snapshot). Exact while no callable captures more
     than its cache holds (32 by default) between the two snapshots; never more than the true count."""
     return len(capture_keys(callables) - before)
+
+
+FACTOR_PATCH = "boxjax.physics.factor_patch"
+
+
+def fused_factorizations() -> int:
+    """World factorisations our kernel (`boxjax.physics.factor_patch`) ran so far in this process; 0, with
+    nothing imported, when the patch was never loaded (the CPU path, impl "jax")."""
+    patch = sys.modules.get(FACTOR_PATCH)
+    return patch.factorizations() if patch is not None else 0

@@ -28,7 +28,10 @@ OVERFLOW_BITS = {
     "nvmax": 128,
     "epa_horizon": 256,
 }
-_SOLVER_CAP_BITS = 512 | 1024
+SOLVER_CAP_BITS = {"iterations": 512, "linesearch_iterations": 1024}
+"""MuJoCo Warp's solver-cap bits: a world whose solver (or its line search) stopped at the iteration cap; a
+warning, not an overflow (the step is still usable)."""
+_SOLVER_CAP_BITS = sum(SOLVER_CAP_BITS.values())
 
 # MuJoCo Warp graph modes usable from MJX (`warp.JaxCallableGraphMode`); JAX's own capture cannot hold
 # MuJoCo Warp's conditional graph nodes, so "jax" is not offered.
@@ -106,8 +109,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         preload_s = preload.preload_step_modules()
         if preload_s:
             print(f"Warp step modules preloaded in {preload_s:.1f} s", flush=True)
-        quiet = sum(OVERFLOW_BITS.values())
-        model = model.tree_replace({"opt._impl.warn_overflow": quiet})
+        model = quiet(model)
     return model
 
 
@@ -165,6 +167,37 @@ def overflow_flags(data: mjx.Data) -> dict[str, jax.Array]:
         return {name: jnp.zeros((), jnp.float32) for name in OVERFLOW_BITS}
     word = jnp.asarray(bits).reshape(-1)[0].astype(jnp.int32) & ~_SOLVER_CAP_BITS
     return {name: ((word & bit) != 0).astype(jnp.float32) for name, bit in OVERFLOW_BITS.items()}
+
+
+def solver_caps(data: mjx.Data) -> dict[str, jax.Array]:
+    """() float32 per solver cap (`SOLVER_CAP_BITS`): 1.0 if this world's solver hit it since the world was
+    reset (MuJoCo Warp's bits are sticky until then; always 0 with impl "jax")."""
+    bits = getattr(getattr(data, "_impl", None), "overflow", None)
+    if bits is None:
+        return {name: jnp.zeros((), jnp.float32) for name in SOLVER_CAP_BITS}
+    word = jnp.asarray(bits).reshape(-1)[0].astype(jnp.int32)
+    return {name: ((word & bit) != 0).astype(jnp.float32) for name, bit in SOLVER_CAP_BITS.items()}
+
+
+FIGURE_NAMES = (*(f"overflow/{k}" for k in OVERFLOW_BITS), *(f"caps/{k}" for k in SOLVER_CAP_BITS))
+"""The names of `figures`' entries."""
+
+
+def figures(data: mjx.Data) -> dict[str, jax.Array]:
+    """A world's physics figures for its step's metrics: `overflow/<kind>` (`overflow_flags`) and
+    `caps/<cap>` (`solver_caps`), each () float32."""
+    out = {f"overflow/{k}": v for k, v in overflow_flags(data).items()}
+    out.update({f"caps/{k}": v for k, v in solver_caps(data).items()})
+    return out
+
+
+def quiet(model: mjx.Model) -> mjx.Model:
+    """A MuJoCo Warp model that prints no per-world warning (overflow or solver cap: each would be a
+    device printf per world per step); the same model for impl "jax". Overflows are read from the
+    per-world bits instead (`overflow_flags`, `solver_caps`)."""
+    if getattr(model, "impl", None) != mjx.Impl.WARP:
+        return model
+    return model.tree_replace({"opt._impl.warn_overflow": 0})
 
 
 def is_finite(data: mjx.Data) -> jax.Array:

@@ -18,6 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from boxjax.envs.base import NONFINITE_METRIC
 from boxjax.envs.cpu_base import CpuEnv
 from boxjax.rl.buffers import BufferNames, Buffers, EnvSizes
 from boxjax.rl.config import PPOConfig
@@ -95,18 +96,21 @@ class Collector:
             policy_s, step_s = policy_s + t1 - t0, step_s + t2 - t1
             out.obs[t], out.action[t], out.log_prob[t] = self.obs, raw, log_prob
             out.reward[t], out.next_obs[t], out.done[t] = step.reward, step.next_obs, step.done
+            bad = step.metrics.get(NONFINITE_METRIC, np.zeros_like(step.done)) > 0.5
+            if bad.any():  # as `wrappers.neutralize`: bootstrapped from the observation before the step
+                out.next_obs[t][bad] = self.obs[bad]
             out.termination[t] = step.done * (1.0 - step.truncation)
             self.episode_return += step.reward
             self.episode_length += 1.0
             if step.done.any():
-                d = step.done
+                d = step.done * ~bad  # an episode cut short by non-finite physics is not counted
                 totals += (
                     d.sum(),
                     out.termination[t].sum(),
                     (d * self.episode_return).sum(),
                     (d * self.episode_length).sum(),
                 )
-                keep = 1.0 - d
+                keep = 1.0 - step.done
                 self.episode_return *= keep
                 self.episode_length *= keep
             for k, v in step.metrics.items():

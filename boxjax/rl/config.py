@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
+
+from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
 _LATER_FIELDS = {"distill_coef": 0.0}
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
@@ -58,34 +61,43 @@ class PPOConfig:
     """Weight of the distillation loss toward the env's `distill_target` (policy distillation from a
     teacher); 0, or an env without the hook, leaves PPO exactly as without it."""
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "num_envs": COUNT,
+        "unroll_length": COUNT,
+        "num_epochs": COUNT,
+        "minibatch_size": COUNT,
+        "learning_rate": POSITIVE,
+        "desired_kl": NON_NEGATIVE,
+        "learning_rate_bounds": Range(0.0, open_low=True, pair=True),
+        "gamma": UNIT,
+        "gae_lambda": UNIT,
+        "clip_eps": POSITIVE,
+        "value_coef": NON_NEGATIVE,
+        "entropy_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
+        "policy_hidden": COUNT,
+        "value_hidden": COUNT,
+        "init_log_std": Range(-20.0, 5.0),
+        "reward_scale": POSITIVE,
+        "num_devices": Range(0, integer=True),
+        "distill_coef": NON_NEGATIVE,
+    }
+    """Valid range of each numeric field (`boxjax.ranges`)."""
+
     def __post_init__(self) -> None:
-        """Reject values that would silently produce a wrong run."""
-        positive = ("num_envs", "unroll_length", "num_epochs", "minibatch_size")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"PPOConfig.{name} must be positive, got {getattr(self, name)}")
+        """Reject values that would silently produce a wrong run, naming the field and its valid range."""
+        check_fields(self, self.RANGES)
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"PPOConfig: batch_size (num_envs*unroll_length = {self.batch_size}) must be a multiple of "
                 f"minibatch_size ({self.minibatch_size})"
             )
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"PPOConfig.{name} must lie in [0, 1], got {getattr(self, name)}")
-        if self.learning_rate <= 0 or self.clip_eps <= 0:
-            raise ValueError("PPOConfig: learning_rate and clip_eps must be positive")
-        if self.desired_kl < 0:
-            raise ValueError(f"PPOConfig.desired_kl must be >= 0 (0: fixed step size), got {self.desired_kl}")
         low, high = self.learning_rate_bounds
-        if not 0 < low <= self.learning_rate <= high:
+        if not low <= self.learning_rate <= high:
             raise ValueError(
-                f"PPOConfig.learning_rate_bounds {self.learning_rate_bounds} must satisfy "
-                f"0 < low <= learning_rate ({self.learning_rate}) <= high"
+                f"PPOConfig.learning_rate ({self.learning_rate}) must lie in learning_rate_bounds "
+                f"{self.learning_rate_bounds}"
             )
-        if self.distill_coef < 0:
-            raise ValueError(f"PPOConfig.distill_coef must be >= 0, got {self.distill_coef}")
-        if self.num_devices < 0:
-            raise ValueError(f"PPOConfig.num_devices must be >= 0 (0: all), got {self.num_devices}")
         if self.num_devices > 1:
             self.check_devices(self.num_devices)
 

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from boxjax.rl import guard
 from boxjax.rl.buffers import BufferNames, Buffers, EnvSizes, LearnerState
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms
@@ -41,6 +42,7 @@ from boxjax.rl.train_step import (
     make_optimizer,
     minibatch_loss,
     minibatches,
+    step_flags,
 )
 
 DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
@@ -84,7 +86,7 @@ class Learner:
             raise ValueError("an all-reduce is needed exactly when there are several learners")
         self.net, self.config, self.dtype = net, config, DTYPES[dtype]
         self.rank, self.learners, self.allreduce = rank, learners, allreduce
-        self._normalizer = jax.jit(lambda normalizer, obs: normalizer.update(obs))
+        self._normalizer = jax.jit(_guarded_normalizer_update)
         self._batch = jax.jit(functools.partial(advantages_and_batch, net, config))
         self._shuffle = jax.jit(self._local_minibatches)
         self._grads = jax.jit(self._flat_gradient)
@@ -105,7 +107,7 @@ class Learner:
         normalizer = state.normalizer  # as in the fused iteration: the statistics the rollout acted with
         batch = self._batch(state.params, normalizer, traj)
         params, opt_state = state.params, state.opt_state
-        terms, allreduce_s = [], 0.0
+        terms, flags, allreduce_s = [], [], 0.0
         for epoch_key in jax.random.split(key, cfg.num_epochs):
             local, advantage = self._shuffle(batch, epoch_key)
             for j in range(cfg.num_minibatches):
@@ -115,17 +117,27 @@ class Learner:
                     t0 = time.perf_counter()
                     flat = self.allreduce(flat).block_until_ready()
                     allreduce_s += time.perf_counter() - t0
-                params, opt_state, step_terms = self._apply(params, opt_state, flat)
+                params, opt_state, step_terms, step_flags = self._apply(params, opt_state, flat)
                 terms.append(step_terms)
-        means = np.mean(np.stack(jax.device_get(terms)), axis=0)
+                flags.append(step_flags)
+        flags = np.stack(jax.device_get(flags))  # (steps, flags): loss, gradients, parameters, applied
+        applied = flags[:, -1]
+        means = np.stack(jax.device_get(terms))[applied > 0].mean(axis=0) if applied.any() else None
+        figures = {
+            guard.PREFIX + k: float(v) for k, v in zip(STEP_FLAGS, flags[:, :-1].sum(axis=0), strict=True)
+        }
+        figures[guard.SKIPPED_STEPS] = float(len(applied) - applied.sum())
+        figures[guard.UPDATE_SKIPPED] = float(not applied.any())
         if cfg.normalize_observations:
-            normalizer = self._normalizer(normalizer, traj.obs)
+            normalizer, stats_ok = self._normalizer(normalizer, traj.obs)
+            figures[guard.PREFIX + "observation_statistics"] = float(not stats_ok)
+        figures[guard.PREFIX + "observations"] = float(not np.all(np.isfinite(np.asarray(traj.obs))))
         new_state = LearnerState(params=params, opt_state=opt_state, normalizer=normalizer)
         jax.block_until_ready(new_state)
         times = LearnTimes(update_s=time.perf_counter() - tick, allreduce_s=allreduce_s)
-        terms = dict(zip(TERM_NAMES, (float(x) for x in means), strict=True))
+        terms = {name: 0.0 if means is None else float(x) for name, x in zip(TERM_NAMES, means, strict=True)}
         terms["learning_rate"] = float(learning_rate(opt_state))
-        return new_state, terms, times
+        return new_state, {**terms, **figures}, times
 
     # -- jitted pieces ----------------------------------------------------------------------------------
     def _local_minibatches(self, batch: LossBatch, key: jax.Array) -> tuple[LossBatch, jax.Array]:
@@ -153,16 +165,33 @@ class Learner:
         grads, terms = jax.grad(loss_fn, has_aux=True)(params)
         return jnp.concatenate([ravel_pytree(grads)[0], jnp.stack([getattr(terms, n) for n in TERM_NAMES])])
 
-    def _apply_gradient(self, params: Any, opt_state: Any, flat: jax.Array) -> tuple[Any, Any, jax.Array]:
+    def _apply_gradient(
+        self, params: Any, opt_state: Any, flat: jax.Array
+    ) -> tuple[Any, Any, jax.Array, jax.Array]:
         """One optimiser step with the flat (all-reduced) gradient, its step size first adapted to the
-        minibatch's KL as on the GPU path; returns the loss terms that trail the gradient."""
+        minibatch's KL as on the GPU path, skipped when not finite (`train_step.step_flags`); returns the
+        loss terms that trail the gradient and the step's flags (`STEP_FLAGS`, then 1.0 if applied)."""
         size = sum(x.size for x in jax.tree.leaves(params))
         _, unravel = ravel_pytree(params)
         terms = flat[size:]
         kl = terms[TERM_NAMES.index("approx_kl")]
         grads, optimizer = unravel(flat[:size]), make_optimizer(self.config)
-        params, opt_state = apply_gradient(self.config, optimizer, params, opt_state, grads, kl)
-        return params, opt_state, terms
+        new = apply_gradient(self.config, optimizer, params, opt_state, grads, kl)
+        flags = step_flags(terms[TERM_NAMES.index("total")], grads, new)
+        applied = 1.0 - jnp.max(jnp.stack([flags[k] for k in STEP_FLAGS]))
+        params, opt_state = guard.keep_if(applied > 0, new, (params, opt_state))
+        return params, opt_state, terms, jnp.stack([*(flags[k] for k in STEP_FLAGS), applied])
+
+
+STEP_FLAGS = ("loss", "gradients", "parameters")
+"""The per-step guard flags of `train_step.step_flags`, in the order `Learner` stacks them."""
+
+
+def _guarded_normalizer_update(normalizer: Normalizer, obs: jax.Array) -> tuple[Normalizer, jax.Array]:
+    """`normalizer` having taken in `obs`, kept as it was when the result is not finite; (it, finite?)."""
+    after = normalizer.update(obs)
+    ok = guard.all_finite(after)
+    return guard.keep_if(ok, after, normalizer), ok
 
 
 def make_allreduce(learners: int) -> AllReduce:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -9,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-_LOG_2PI = float(jnp.log(2.0 * jnp.pi))
+_LOG_2PI = math.log(2.0 * math.pi)  # plain Python: importing must not start a JAX backend
 OBS_STD_FLOOR = 0.1
 """Smallest standard deviation the normaliser divides by. A feature that was constant for hundreds of
 iterations (a curriculum amplitude, a reference pose at level 0) would otherwise jump by thousands of

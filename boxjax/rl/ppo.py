@@ -26,13 +26,24 @@ from flax import struct
 import boxjax
 from boxjax.envs.base import Env
 from boxjax.physics import graphs
-from boxjax.rl import checkpoint, sharding
+from boxjax.rl import checkpoint, guard, interrupts, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import RolloutState, init_rollout
 from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
 
-__all__ = ["PPOConfig", "PhysicsOverflowError", "Policy", "TrainResult", "make_policy", "run_meta", "train"]
+NonFiniteError = guard.NonFiniteError
+
+__all__ = [
+    "NonFiniteError",
+    "PPOConfig",
+    "PhysicsOverflowError",
+    "Policy",
+    "TrainResult",
+    "make_policy",
+    "run_meta",
+    "train",
+]
 
 OVERFLOW_PREFIX = "env/overflow/"
 
@@ -55,6 +66,8 @@ def overflow_report(figures: dict[str, float]) -> str | None:
 
 GRAPH_CAPTURES = "warp/graph_captures"
 """Figure: CUDA graphs MuJoCo Warp captured during the iteration (`boxjax.physics.graphs`)."""
+FUSED_FACTORIZATIONS = "physics/fused_factorizations"
+"""Figure: world factorisations our kernel ran during the iteration (0 where MuJoCo Warp's own ran)."""
 WARM_ITERATIONS = 2
 """Iterations that may capture graphs: the first (compile) and the second (the donated buffers' other set)."""
 
@@ -89,6 +102,8 @@ class TrainResult:
     train_state: TrainState
     rollout_state: RolloutState
     solved_at_s: float | None
+    stopped_by: str | None = None
+    """The signal ("SIGINT", "SIGTERM") that stopped the run after its last iteration, if one did."""
 
 
 def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], jax.Array]:
@@ -178,11 +193,39 @@ def _save(
     rollout_state: RolloutState,
     meta: dict[str, Any],
     dp: sharding.DataParallel | None,
-) -> None:
-    """Checkpoint `step`, always in the one-device layout."""
+) -> bool:
+    """Checkpoint `step`, always in the one-device layout; refused (with a printed line, False) when any
+    value is not finite, so the newest checkpoint on disk is always the last good one."""
     if dp is not None:
         train_state, rollout_state = dp.to_host(train_state, rollout_state)
-    checkpoint.save(directory, step, {"train": train_state, "rollout": rollout_state}, meta)
+    state = jax.device_get({"train": train_state, "rollout": rollout_state})
+    bad = guard.nonfinite_leaves(state)
+    if bad:
+        print(
+            f"CHECKPOINT {step} not written: non-finite values in {', '.join(bad[:3])}"
+            f"{' and more' if len(bad) > 3 else ''}; the newest checkpoint on disk is the last good one",
+            flush=True,
+        )
+        return False
+    checkpoint.save(directory, step, state, meta)
+    return True
+
+
+CAPS_PREFIX = "env/caps/"
+
+
+def caps_summary(history: list[dict[str, float]]) -> str | None:
+    """One `SOLVER CAPS ...` line summing up the run's solver-cap figures (worlds whose solver stopped at
+    MuJoCo Warp's iteration or line-search cap), or None when no iteration had any."""
+    names = sorted({k for row in history for k in row if k.startswith(CAPS_PREFIX)})
+    parts = []
+    for name in names:
+        counts = [row.get(name, 0.0) for row in history]
+        hit = sum(c > 0 for c in counts)
+        if hit:
+            label = name[len(CAPS_PREFIX) :].replace("_", " ")
+            parts.append(f"{label} cap in {hit} of {len(counts)} iterations (peak {int(max(counts))} worlds)")
+    return "SOLVER CAPS: " + "; ".join(parts) if parts else None
 
 
 def train(
@@ -200,6 +243,8 @@ def train(
     init: str | None = None,
     stop_when_solved: bool = False,
     stop_on_overflow: bool = False,
+    stop_on_nan: bool = False,
+    max_skipped_updates: int = 5,
     start_time_s: float | None = None,
 ) -> tuple[Policy, list[dict[str, float]]]:
     """Train `env` with PPO.
@@ -218,7 +263,13 @@ def train(
       stop_when_solved: stop at the first iteration whose `solved` figure is 1.
       stop_on_overflow: raise `PhysicsOverflowError` (after checkpointing) when any world overflows; an
         `OVERFLOW` line is printed every iteration with an overflow either way.
+      stop_on_nan: raise `guard.NonFiniteError` (after checkpointing) at the first iteration with a
+        non-finite world or gradient step; a `NAN` line is printed for each such iteration either way.
+      max_skipped_updates: raise `guard.NonFiniteError` after this many consecutive iterations whose
+        update was skipped as non-finite (each gradient step is applied only when finite).
       start_time_s: `time.perf_counter()` at process start, so set-up time counts imports and model build.
+
+    SIGINT or SIGTERM stops the run after the iteration in flight, checkpointed (`TrainResult.stopped_by`).
 
     Returns:
       the final policy and the list of per-iteration figures.
@@ -237,6 +288,8 @@ def train(
         init=init,
         stop_when_solved=stop_when_solved,
         stop_on_overflow=stop_on_overflow,
+        stop_on_nan=stop_on_nan,
+        max_skipped_updates=max_skipped_updates,
         start_time_s=start_time_s,
     )
     ts = result.train_state
@@ -273,6 +326,8 @@ def train_run(
     init: str | None = None,
     stop_when_solved: bool = False,
     stop_on_overflow: bool = False,
+    stop_on_nan: bool = False,
+    max_skipped_updates: int = 5,
     start_time_s: float | None = None,
 ) -> tuple[TrainResult, list[dict[str, float]]]:
     """Like `train`, but returns the full `TrainResult` (train and rollout state) for further use.
@@ -283,6 +338,7 @@ def train_run(
     """
     start = time.perf_counter() if start_time_s is None else start_time_s
     entered = time.perf_counter()
+    monitor = guard.Guard(max_skipped_updates, stop_on_nan)
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
     devices = sharding.resolve_devices(config.num_devices)
@@ -297,42 +353,68 @@ def train_run(
     ready = time.perf_counter()
     meta = run_meta(env, config)
     history: list[dict[str, float]] = []
-    solved_at = None
-    done_iterations = int(train_state.iteration)
-    while done_iterations < iterations:
-        tick = time.perf_counter()
-        captured_before = graphs.capture_keys()
-        train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state, env_params)
-        figures = _to_host(metrics)
-        now = time.perf_counter()
-        figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
-        done_iterations = int(train_state.iteration)
-        figures.update(
-            iteration=float(done_iterations),
-            s_per_iteration=now - tick,
-            steps_per_s=config.batch_size / (now - tick),
-            env_steps=float(done_iterations * config.batch_size),
-            time_s=now - start,
-        )
-        if not history:
-            figures.update(setup_s=now - start, **setup_phases(start, entered, ready, now))
-        history.append(figures)
-        if progress_fn:
-            progress_fn(figures)
-        overflow = overflow_report(figures)
-        for line in (overflow, capture_report(figures)):
-            if line:
-                print(line, flush=True)
-        if checkpoint_dir and (done_iterations % checkpoint_every == 0 or (overflow and stop_on_overflow)):
-            _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
-        if overflow and stop_on_overflow:
-            raise PhysicsOverflowError(overflow)
-        if figures["solved"] > 0.5 and solved_at is None:
-            solved_at = figures["time_s"]
-            if stop_when_solved:
+    solved_at, stopped_by = None, None
+    done_iterations = saved = int(train_state.iteration)
+    with interrupts.deferred() as stop:
+        while done_iterations < iterations:
+            tick = time.perf_counter()
+            captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
+            train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state, env_params)
+            figures = _to_host(metrics)
+            now = time.perf_counter()
+            figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
+            figures[FUSED_FACTORIZATIONS] = float(graphs.fused_factorizations() - factored_before)
+            done_iterations = int(train_state.iteration)
+            figures.update(
+                iteration=float(done_iterations),
+                s_per_iteration=now - tick,
+                steps_per_s=config.batch_size / (now - tick),
+                env_steps=float(done_iterations * config.batch_size),
+                time_s=now - start,
+            )
+            if not history:
+                figures.update(setup_s=now - start, **setup_phases(start, entered, ready, now))
+            history.append(figures)
+            if progress_fn:
+                progress_fn(figures)
+            error = _report(figures, monitor, stop_on_overflow, config.num_epochs * config.num_minibatches)
+            due = done_iterations % checkpoint_every == 0 or error is not None or bool(stop)
+            if (
+                checkpoint_dir
+                and due
+                and _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
+            ):
+                saved = done_iterations
+            if error is not None:
+                raise error
+            if stop:
+                stopped_by = stop.signal_name
+                written = checkpoint_dir if saved == done_iterations else None
+                print(interrupts.stopped_line(stop, done_iterations, written), flush=True)
                 break
-        if minutes is not None and now - start > 60.0 * minutes:
-            break
-    if checkpoint_dir and history and done_iterations % checkpoint_every:
+            if figures["solved"] > 0.5 and solved_at is None:
+                solved_at = figures["time_s"]
+                if stop_when_solved:
+                    break
+            if minutes is not None and now - start > 60.0 * minutes:
+                break
+    if checkpoint_dir and done_iterations > saved:
         _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
-    return TrainResult(train_state, rollout_state, solved_at), history
+    summary = caps_summary(history)
+    if summary:
+        print(summary, flush=True)
+    return TrainResult(train_state, rollout_state, solved_at, stopped_by), history
+
+
+def _report(
+    figures: dict[str, float], monitor: guard.Guard, stop_on_overflow: bool, steps_per_update: int
+) -> Exception | None:
+    """Print the iteration's `OVERFLOW`, `NAN` and `GRAPH CAPTURES` lines; the error to stop with, if any."""
+    overflow = overflow_report(figures)
+    nan_line, error = monitor.check(figures, steps_per_update)
+    for line in (overflow, nan_line, capture_report(figures)):
+        if line:
+            print(line, flush=True)
+    if overflow and stop_on_overflow:
+        return PhysicsOverflowError(overflow)
+    return error

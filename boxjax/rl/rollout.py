@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.envs.base import Env, EpisodeSummary, State
+from boxjax.envs.base import NONFINITE_METRIC, Env, EpisodeSummary, State
 from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
 from boxjax.rl.collectives import Shards
 from boxjax.rl.networks import ActorCritic, Normalizer, gaussian_log_prob
@@ -106,8 +106,12 @@ def sample_action(
     return raw, gaussian_log_prob(mean, log_std, raw), jnp.clip(raw, -1.0, 1.0)
 
 
-PEAK_PREFIX = "overflow/"
-"""Metrics under this prefix count worlds (summed over worlds) and keep their peak over the unroll."""
+PEAK_PREFIX = ("overflow/", "caps/")
+"""Metrics under these prefixes count worlds (summed over worlds) and keep their peak over the unroll."""
+NONFINITE_WORLDS = "nonfinite_worlds"
+"""Figure: world-steps of the iteration whose state turned non-finite (each reset; summed, not averaged)."""
+COUNTS = (NONFINITE_WORLDS,)
+"""Figures that are totals over worlds and steps (summed over devices too)."""
 
 
 def _reduce_worlds(metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -144,7 +148,8 @@ def rollout(
 
     Returns:
       the carried state, the (T, N) transitions, totals of the episodes that ended, and the env's
-      per-step metrics averaged over worlds and steps (`overflow/*`: peak number of worlds).
+      per-step metrics averaged over worlds and steps (`overflow/*`, `caps/*`: peak number of worlds), with
+      `NONFINITE_WORLDS`: world-steps whose state turned non-finite (reset, left out of the episode totals).
     """
     num_envs = state.episode_return.shape[0]
     reset_key, step_key = jax.random.split(key)
@@ -153,7 +158,7 @@ def rollout(
     distill = distill and has_distill_target(env)
 
     def body(carry, step_key):
-        rs, summary, metric_sum = carry
+        rs, summary, metric_sum, _ = carry
         raw, log_prob, action = sample_action(
             net, net_params, normalizer, rs.env.obs, step_key, normalize, shards
         )
@@ -161,9 +166,11 @@ def rollout(
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward
         ep_length = rs.episode_length + 1.0
-        ended = summarize_episodes(stepped.done, stepped.truncation, ep_return, ep_length)
+        bad = stepped.metrics[NONFINITE_METRIC]
+        ended = summarize_episodes(stepped.done, stepped.truncation, ep_return, ep_length, bad)
         summary = jax.tree.map(jnp.add, summary, ended)
         metric_sum = _accumulate(metric_sum, _reduce_worlds(stepped.metrics))
+        nonfinite_sum = carry[3] + jnp.sum(bad)
         keep = 1.0 - stepped.done
         rs = RolloutState(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
         transition = Transition(
@@ -177,11 +184,13 @@ def rollout(
             distill_target=target,
             distill_mask=mask,
         )
-        return (rs, summary, metric_sum), transition
+        return (rs, summary, metric_sum, nonfinite_sum), transition
 
     keys = jax.random.split(step_key, unroll_length)
-    (state, summary, metric_sum), traj = jax.lax.scan(
-        body, (state, EpisodeSummary.zeros(), zero_metrics), keys
+    zero_count = jnp.zeros((), jnp.float32)
+    (state, summary, metric_sum, nonfinite_sum), traj = jax.lax.scan(
+        body, (state, EpisodeSummary.zeros(), zero_metrics, zero_count), keys
     )
     metric_mean = {k: v if k.startswith(PEAK_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
+    metric_mean[NONFINITE_WORLDS] = nonfinite_sum
     return state, traj, summary, metric_mean

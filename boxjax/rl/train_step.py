@@ -11,12 +11,12 @@ import optax
 from flax import struct
 
 from boxjax.envs import base
-from boxjax.rl import collectives
+from boxjax.rl import collectives, guard
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
 from boxjax.rl.networks import ActorCritic, Normalizer
-from boxjax.rl.rollout import PEAK_PREFIX, RolloutState, Transition, rollout
+from boxjax.rl.rollout import COUNTS, PEAK_PREFIX, RolloutState, Transition, rollout
 
 
 @struct.dataclass
@@ -161,8 +161,11 @@ def update(
     `num_minibatches` slices of `minibatch_size / shards.count`, advantages are standardised over the
     global minibatch, and gradients are averaged over the devices before the (identical) optimiser step.
 
+    A gradient step whose loss, gradients or result is not finite is skipped (`step_flags`).
+
     Returns:
-      new params, new optimiser state, and the loss terms averaged over all gradient steps.
+      new params, new optimiser state, the loss terms averaged over the applied gradient steps, and the
+      guard's figures (`boxjax.rl.guard`: skipped steps and what was non-finite).
     """
     optimizer = make_optimizer(config)
     normalizer = train_state.normalizer
@@ -176,10 +179,13 @@ def update(
         if shards is not None and config.normalize_advantages:
             mb = mb.replace(advantage=collectives.standardize(mb.advantage, shards))
         grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb)
-        kl = terms.approx_kl
+        kl, total = terms.approx_kl, terms.total
         if shards is not None:
-            grads, kl = shards.mean((grads, kl))
-        return apply_gradient(config, optimizer, params, opt_state, grads, kl), terms
+            grads, kl, total = shards.mean((grads, kl, total))
+        new = apply_gradient(config, optimizer, params, opt_state, grads, kl)
+        flags = step_flags(total, grads, new)
+        applied = 1.0 - jnp.max(jnp.stack(list(flags.values())))
+        return guard.keep_if(applied > 0, new, carry), (terms, flags, applied)
 
     def epoch(carry, epoch_key):
         if shards is not None:
@@ -188,9 +194,24 @@ def update(
         return jax.lax.scan(sgd_step, carry, shuffled)
 
     carry = (train_state.params, train_state.opt_state)
-    (params, opt_state), terms = jax.lax.scan(epoch, carry, jax.random.split(key, config.num_epochs))
-    terms = jax.tree.map(jnp.mean, terms)
-    return params, opt_state, terms if shards is None else shards.mean(terms)
+    keys = jax.random.split(key, config.num_epochs)
+    (params, opt_state), (terms, flags, applied) = jax.lax.scan(epoch, carry, keys)
+    terms, applied = jax.tree.map(_flatten_time, (terms, applied))
+    terms = guard.masked_mean(terms, applied)
+    figures = {guard.PREFIX + k: jnp.sum(v) for k, v in flags.items()}
+    figures[guard.SKIPPED_STEPS] = jnp.sum(1.0 - applied)
+    figures[guard.UPDATE_SKIPPED] = (jnp.sum(applied) == 0).astype(jnp.float32)
+    return params, opt_state, terms if shards is None else shards.mean(terms), figures
+
+
+def step_flags(total: jax.Array, grads: Any, new: tuple[Any, Any]) -> dict[str, jax.Array]:
+    """() float32 flags of one gradient step: 1.0 where its loss, gradients or resulting (parameters,
+    optimiser state) `new` hold a non-finite value (the step is then not applied)."""
+    return {
+        "loss": (~jnp.isfinite(total)).astype(jnp.float32),
+        "gradients": (~guard.all_finite(grads)).astype(jnp.float32),
+        "parameters": (~guard.all_finite(new)).astype(jnp.float32),
+    }
 
 
 def advantages_and_batch(
@@ -316,11 +337,18 @@ def train_iteration(
     )
     batch_normalizer = train_state.normalizer
     batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)
-    params, opt_state, terms = update(net, config, train_state, batch, update_key, shards)
+    params, opt_state, terms, guard_figures = update(net, config, train_state, batch, update_key, shards)
     normalizer, stats_metrics = next_normalizer(net, config, params, batch_normalizer, traj.obs, shards)
+    stats_ok = guard.all_finite(normalizer)
+    normalizer = guard.keep_if(stats_ok, normalizer, batch_normalizer)
+    guard_figures[guard.PREFIX + "observation_statistics"] = (~stats_ok).astype(jnp.float32)
+    observations_ok = guard.all_finite(traj.obs)
+    if shards is not None:
+        observations_ok = shards.mean(observations_ok.astype(jnp.float32)) == 1.0
+    guard_figures[guard.PREFIX + "observations"] = (~observations_ok).astype(jnp.float32)
     if shards is not None:
         summary = collectives.sum_episodes(summary, shards)
-        env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX)
+        env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX, COUNTS)
     curriculum = base.update_curriculum(env, train_state.curriculum, summary)
     solved = base.curriculum_solved(env, curriculum, summary)
     train_state = train_state.replace(
@@ -334,6 +362,7 @@ def train_iteration(
     metrics = iteration_metrics(summary, env_metrics, terms, curriculum, solved)
     metrics["loss/learning_rate"] = learning_rate(opt_state)
     metrics.update(stats_metrics)
+    metrics.update(guard_figures)
     return train_state, rollout_state, metrics
 
 

@@ -16,20 +16,17 @@ PPO's importance ratio absorbs). Serial mode (for small machines) collects then 
 without lag. With a pending collection, iteration i + 1 is collected with the policy after i updates,
 and iteration i's update starts from that same state, so the first update of both modes is the same.
 
-A worker that fails, dies or stops answering stops the run with `WorkerError`; Ctrl-C (or SIGTERM)
-stops it with `KeyboardInterrupt`. Either way the last completed iteration is checkpointed first, then
-every worker is stopped (asked, then terminated, then killed) and the shared memory removed; workers
-also die with the coordinator's process (`processes.py`). Episodes restart on resume (the MuJoCo
-state is not saved).
+A worker that fails, dies or stops answering stops the run with `WorkerError`. Ctrl-C (or SIGTERM) stops
+it after the iteration in flight (`boxjax.rl.interrupts`; a second Ctrl-C at once, with
+`KeyboardInterrupt`). Either way the last completed iteration is checkpointed first, then every worker is
+stopped (asked, then terminated, then killed) and the shared memory removed; workers also die with the
+coordinator's process (`processes.py`). Episodes restart on resume (the MuJoCo state is not saved).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
-import threading
 import time
 from typing import Any
 
@@ -38,13 +35,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from boxjax.envs import base
-from boxjax.rl import checkpoint
+from boxjax.envs.base import NONFINITE_METRIC
+from boxjax.rl import checkpoint, guard, interrupts
 from boxjax.rl.buffers import Buffers, EnvSizes, LearnerState
 from boxjax.rl.collector import Collected, CollectorSpec, EnvFactory
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.learner import DTYPES, LearnerSpec, LearnTimes
 from boxjax.rl.losses import LossTerms
 from boxjax.rl.ppo import ProgressFn, run_meta, setup_phases
+from boxjax.rl.rollout import NONFINITE_WORLDS
 from boxjax.rl.teams import ProcessTeam, SerialTeam, WorkerError
 from boxjax.rl.train_step import TrainState, init_train_state, iteration_metrics
 
@@ -137,6 +136,8 @@ class RunResult:
 
     train_state: TrainState
     solved_at_s: float | None
+    stopped_by: str | None = None
+    """The signal ("SIGINT", "SIGTERM") that stopped the run after its last iteration, if one did."""
 
 
 # -- bookkeeping --------------------------------------------------------------------------------------
@@ -216,23 +217,6 @@ def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> Non
         key=np.asarray(done.key),
     )
     checkpoint.save(directory, done.iteration, {"train": train}, meta)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a scheduler's stop, a reclaimed spot instance) stops the run as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _specs(
@@ -316,6 +300,8 @@ def train(
     resume: str | None = None,
     init: str | None = None,
     stop_when_solved: bool = False,
+    stop_on_nan: bool = False,
+    max_skipped_updates: int = 5,
     start_time_s: float | None = None,
     log_fn: Any = print,
 ) -> tuple[RunResult, list[dict[str, float]]]:
@@ -351,7 +337,7 @@ def train(
     meta = run_meta(env, config)
     state = _initial_state(env, config, train_key, meta, resume, init)
     done = _Completed(int(state.iteration), state.curriculum, state.key)
-    saved, history, solved_at = done.iteration, [], None
+    saved, history, solved_at, stopped_by = done.iteration, [], None, None
     log_fn(f"cpu path: {layout.describe()}; {config.num_envs // workers.collectors} worlds per collector")
     buffers = Buffers.create(sizes, config)
     team = None
@@ -366,7 +352,8 @@ def train(
             )
         )
         lag, first, ready = int(layout.mode == "decoupled"), done, time.perf_counter()
-        with _sigterm_as_interrupt():
+        monitor = guard.Guard(max_skipped_updates, stop_on_nan)
+        with interrupts.deferred() as stop:
             for done, figures in _iterations(team, env, config, first, iterations, lag, len(cores)):
                 now = time.perf_counter()
                 figures["time_s"] = now - start
@@ -375,9 +362,19 @@ def train(
                 history.append(figures)
                 if progress_fn:
                     progress_fn(figures)
-                if checkpoint_dir and done.iteration % checkpoint_every == 0:
+                line, error = monitor.check(figures, config.num_epochs * config.num_minibatches)
+                if line:
+                    print(line, flush=True)
+                due = done.iteration % checkpoint_every == 0 or error is not None or bool(stop)
+                if checkpoint_dir and due:
                     _save(checkpoint_dir, buffers, done, meta)
                     saved = done.iteration
+                if error is not None:
+                    raise error
+                if stop:
+                    stopped_by = stop.signal_name
+                    print(interrupts.stopped_line(stop, done.iteration, checkpoint_dir), flush=True)
+                    break
                 if figures["solved"] > 0.5 and solved_at is None:
                     solved_at = figures["time_s"]
                     if stop_when_solved:
@@ -399,7 +396,7 @@ def train(
         iteration=jnp.int32(done.iteration),
         key=done.key,
     )
-    return RunResult(train_state, solved_at), history
+    return RunResult(train_state, solved_at, stopped_by), history
 
 
 def _figures(
@@ -409,8 +406,12 @@ def _figures(
     samples = sum(c.samples for c in collected)
     names = collected[0].metric_sums
     env_metrics = {k: jnp.float32(sum(c.metric_sums[k] for c in collected) / samples) for k in names}
-    loss = LossTerms(**{k: jnp.float32(v) for k, v in terms.items() if k != "learning_rate"})
+    env_metrics[NONFINITE_WORLDS] = jnp.float32(
+        sum(c.metric_sums.get(NONFINITE_METRIC, 0.0) for c in collected)
+    )
+    loss = LossTerms(**{k: jnp.float32(v) for k, v in terms.items() if k in LossTerms.__dataclass_fields__})
     solved = base.curriculum_solved(env, curriculum, summary)
     metrics = iteration_metrics(summary, env_metrics, loss, curriculum, solved)
     metrics["loss/learning_rate"] = jnp.float32(terms["learning_rate"])
+    metrics.update({k: jnp.float32(v) for k, v in terms.items() if k.startswith("guard/")})
     return {k: float(v) for k, v in jax.device_get(metrics).items()}

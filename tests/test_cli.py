@@ -1,0 +1,152 @@
+"""The training CLIs as a user meets them: bad input is one `error: ...` line with status 2 (the traceback
+only with --debug) and every config field's range is checked; Ctrl-C on the CPU path checkpoints the last
+finished iteration and exits with 130; a resumed run logs no iteration twice."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
+import _cli  # noqa: E402
+import block  # noqa: E402
+import stance  # noqa: E402
+
+from boxjax import ranges  # noqa: E402
+from boxjax.envs.block_config import BlockConfig  # noqa: E402
+from boxjax.envs.stance import StanceConfig  # noqa: E402
+from boxjax.envs.walk import WalkConfig  # noqa: E402
+from boxjax.rl.config import PPOConfig  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def cli_env(tmp_path, monkeypatch):
+    """Run CLIs in a scratch folder, with `platform.configure` reduced to its GPU check: the real one
+    would point this process's Warp kernel cache elsewhere (every later Warp test would compile anew)."""
+    from boxjax import platform
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        platform, "configure", lambda name, cache=None: name == "gpu" and platform.check_gpu()
+    )
+    return tmp_path
+
+
+def _run(main, argv, capsys) -> tuple[int, str]:
+    code = _cli.run_main(main, argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--env", "wait_episodes=-1"], "error: StanceConfig.wait_episodes must be in (0, inf), got -1.0"),
+        (["--ppo", "gamma=2"], "error: PPOConfig.gamma must be in [0, 1], got 2.0"),
+        (["--ppo", "gamma=abc"], "error: bad value 'abc' for gamma: expected a float"),
+        (["--ppo", "no_such=1"], "error: bad override 'no_such=1'"),
+        (["--body", "nobody"], "error: argument --body: unknown body 'nobody'; valid: "),
+        (["--platform", "gpu"], "error: --platform gpu needs an NVIDIA GPU and JAX's CUDA build"),
+    ],
+)
+def test_bad_stance_input_is_one_error_line_with_status_2(argv, message, cli_env, capsys):
+    code, err = _run(stance.main, [*argv, "--iterations", "1"], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), err
+    assert "Traceback" not in err
+
+
+def test_block_cli_reports_a_bad_value_the_same_way(cli_env, capsys):
+    code, err = _run(block.main, ["--env", "punch_gap_s=1.0,0.5", "--iterations", "1"], capsys)
+    assert code == 2 and err.startswith(
+        "error: BlockConfig.punch_gap_s expected (low, high) with low <= high"
+    )
+
+
+def test_debug_shows_the_traceback(cli_env):
+    with pytest.raises(ValueError, match="wait_episodes"):
+        _cli.run_main(stance.main, ["--env", "wait_episodes=-1", "--debug"])
+
+
+def test_importing_the_networks_starts_no_jax_backend():
+    """`--platform gpu` on a machine without CUDA must reach the one-line error, not die while importing."""
+    code = "import boxjax.rl.networks, boxjax.rl.ppo, jax; print(jax._src.xla_bridge._backends)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "{}", out.stderr
+
+
+@pytest.mark.parametrize("config", [StanceConfig, BlockConfig, WalkConfig, PPOConfig])
+def test_every_numeric_config_field_has_a_range(config):
+    covered = set(config.RANGES) | set(getattr(config, "BASE_RANGES", {}))
+    assert set(ranges.numeric_fields(config)) <= covered
+
+
+@pytest.mark.parametrize("config", [StanceConfig, BlockConfig, WalkConfig, PPOConfig])
+def test_non_finite_values_are_refused_for_every_float_field(config):
+    for field in dataclasses.fields(config):
+        if isinstance(field.default, float):
+            with pytest.raises(ValueError, match=f"{config.__name__}.{field.name} must be"):
+                config(**{field.name: float("nan")})
+
+
+def test_ranges_describe_themselves():
+    assert ranges.POSITIVE.describe() == "in (0, inf)"
+    assert ranges.UNIT.describe() == "in [0, 1]"
+    assert ranges.COUNT.describe() == "an integer in [1, inf)"
+    assert ranges.field_problem(True, ranges.COUNT) == "must be an integer in [1, inf), got True"
+
+
+def test_resume_drops_the_metrics_rows_past_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"iteration": i}) + "\n" for i in range(1, 8)))
+    _cli.truncate_rows(str(path), 5)
+    assert [json.loads(line)["iteration"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+
+
+def test_exit_status_of_a_run_a_signal_stopped():
+    class Result:
+        stopped_by = "SIGINT"
+
+    assert _cli.exit_status(Result()) == 128 + signal.SIGINT == 130
+    assert _cli.exit_status(object()) == 0
+
+
+def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_path):
+    import argparse
+
+    from boxjax.rl import checkpoint
+
+    run = [
+        sys.executable, os.path.join(REPO, "experiments", "stance.py"), "--platform", "cpu",
+        "--mode", "serial", "--envs", "8", "--unroll", "8", "--iterations", "100000", "--name", "t",
+        "--checkpoint-every", "1000",
+    ]  # fmt: skip
+    proc = subprocess.Popen(run, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    progress_lines = 0
+    for line in proc.stdout:
+        progress_lines += line.startswith("[")
+        if progress_lines == 2:
+            proc.send_signal(signal.SIGINT)
+            break
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out
+    assert "SIGINT: stopped after iteration" in out and "Traceback" not in out
+    stopped = int(out.split("SIGINT: stopped after iteration ")[1].split(";")[0])
+    directory = str(tmp_path / "runs" / "t" / "checkpoints")
+    assert checkpoint.latest_step(directory) == stopped >= 2
+    metrics = tmp_path / "runs" / "t" / "metrics.jsonl"
+    with open(metrics, "a") as f:  # a row logged after the checkpoint, as by a run killed outright
+        f.write(json.dumps({"iteration": stopped + 1}) + "\n")
+    args = argparse.Namespace(resume=directory, iterations=stopped + 5)
+    _cli.open_progress(args, str(tmp_path / "runs" / "t")).close()
+    rows = [json.loads(line)["iteration"] for line in metrics.read_text().splitlines()]
+    assert rows == list(range(1, stopped + 1))
