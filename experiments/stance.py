@@ -49,11 +49,18 @@ def ppo_config(args):
     return ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
 
 
+RULES = ("fast", "seed")
+"""`--rule`: "fast" judges each rise of the curriculum on `STANCE_ENV`'s half-episode window (our recipe);
+"seed" waits the seed's two episodes per world before each rise (the library's default). Either way a solve
+is the seed's rule: episodes begun at full amplitude, one per world, at most 5 % falling."""
+
+
 def env_options(args) -> dict:
-    """The run's StanceConfig fields: `STANCE_ENV`, then the command line's `--env` values."""
+    """The run's StanceConfig fields: `STANCE_ENV` under `--rule fast`, then the command line's `--env`."""
     from boxjax.envs.stance import StanceConfig
 
-    return {**STANCE_ENV, **_cli.field_values(args.env, StanceConfig())}
+    recipe = STANCE_ENV if args.rule == "fast" else {}
+    return {**recipe, **_cli.field_values(args.env, StanceConfig())}
 
 
 def effective_settings(config, options: dict) -> dict:
@@ -74,6 +81,9 @@ def arguments(argv: list[str] | None = None):
     """The parsed command line."""
     parser = _cli.base_parser(__doc__)
     parser.add_argument("--keep-going", action="store_true", help="do not stop when solved")
+    parser.add_argument(
+        "--rule", choices=RULES, default="fast", help="curriculum window: fast (ours) or seed (2 episodes)"
+    )
     parser.add_argument(
         "--factor",
         choices=("auto", "fused", "stock"),
@@ -120,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = {
         **_cli.summary_head(args, history),
+        "rule": args.rule,
         "settings": effective_settings(config, options),
         "solved": result.solved_at_s is not None,
         "time_to_solve_s": result.solved_at_s,

@@ -40,6 +40,8 @@ def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
     assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 0.5
     chosen = stance.env_options(stance.arguments(["--env", "wait_episodes=2", "--env", "levels=4"]))
     assert StanceConfig(**chosen).wait_episodes == 2.0 and chosen["levels"] == 4
+    seed = StanceConfig(**stance.env_options(stance.arguments(["--rule", "seed"])))
+    assert seed.wait_episodes == StanceConfig().wait_episodes == 2.0  # the seed's two episodes per world
     args = stance.arguments(["--platform", "cpu", "--envs", "8", "--ppo", "desired_kl=0.01"])
     settings = stance.effective_settings(stance.ppo_config(args), stance.env_options(args))
     assert settings == {

@@ -124,7 +124,7 @@ def test_cpu_env_steps_like_the_jax_env_from_the_same_state():
     info = state.info
     cpu.task = StanceTask(
         step=_np(info.step), phase=_np(info.phase), next_shove=_np(info.next_shove),
-        prev_action=_np(info.prev_action), obs=_np(state.obs),
+        prev_action=_np(info.prev_action), obs=_np(state.obs), began_full=_np(info.began_full),
     )  # fmt: skip
     actions = 0.3 * np.asarray(jax.random.uniform(jax.random.PRNGKey(3), (3, WORLDS, env.action_size)) - 0.5)
     for action in actions:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from boxjax import envs
+from boxjax.envs import stance
 from boxjax.envs.base import EpisodeSummary
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.rl import ppo
@@ -124,21 +125,64 @@ def test_early_falls_of_a_level_do_not_block_it_forever():
     assert int(cur.level) == 1 and float(cur.last_fall_rate) == 0.0
 
 
-def test_solved_needs_full_amplitude_few_falls_and_full_episodes():
+def _solve_stats(worlds: int, episodes: float, falls: float, world_steps: float = 1.0) -> EpisodeSummary:
+    """An iteration's stats in which `episodes` begun at full amplitude ended, `falls` of them by a fall."""
+    f = jnp.float32
+    counts = {stance.SOLVE_EPISODES: f(episodes), stance.SOLVE_FALLS: f(falls)}
+    return _summary(episodes, falls, 0, world_steps).replace(worlds=f(worlds), counts=counts)
+
+
+def test_solved_only_by_episodes_begun_at_full_amplitude_one_per_world_with_few_falls():
+    """The seed's rule: at full amplitude, once at least one episode per world that began there has ended,
+    solved when at most 5 % of them fell (the rest ended by the time limit: the full 10 s)."""
+    e = env()
+    full = e.init_curriculum().replace(level=jnp.int32(e.config.levels))
+
+    def solved(cur, *stats):
+        for s_ in stats:
+            cur = e.update_curriculum(cur, s_)
+        return bool(e.solved(cur, stats[-1])), cur
+
+    assert solved(full, _solve_stats(100, 100, 5))[0]
+    assert not solved(full, _solve_stats(100, 100, 6))[0]  # falls at full amplitude: not solved
+    below = full.replace(level=jnp.int32(e.config.levels - 1))
+    assert not solved(below, _solve_stats(100, 100, 0))[0]
+    # fewer episodes than worlds are not judged yet; they add up over iterations
+    ok, cur = solved(full, _solve_stats(100, 60, 0))
+    assert not ok and float(cur.solve_episodes) == 60.0
+    assert solved(cur, _solve_stats(100, 40, 1))[0]
+    # a failed judgement starts the count again: earlier falls do not count against later episodes
+    ok, cur = solved(full, _solve_stats(100, 100, 50))
+    assert not ok and float(cur.solve_episodes) == 0.0
+    assert solved(cur, _solve_stats(100, 100, 0))[0]
+
+
+def test_a_short_window_cannot_declare_a_solve():
+    """Episodes that ended early in a window (falls, or old episodes that began below full amplitude) do
+    not make a solve: only episodes begun at full amplitude count, at least one per world."""
     e = env()
     steps = e.config.max_steps
-    wait = e.config.wait_episodes * steps
     full = e.init_curriculum().replace(level=jnp.int32(e.config.levels))
-    stats = _summary(0, 0, 0, 0)
+    judged = _summary(100, 0, 100 * steps, e.config.wait_episodes * steps).replace(worlds=jnp.float32(100))
+    cur = e.update_curriculum(full, judged)  # a judged window of perfect episodes, none begun at full
+    assert not bool(e.solved(cur, judged))
+    cur = e.update_curriculum(
+        cur, _solve_stats(100, 99, 0)
+    )  # one short of a full-amplitude episode per world
+    assert not bool(e.solved(cur, judged))
 
-    def judge(cur, episodes, falls, length):
-        return bool(e.solved(e.update_curriculum(cur, _summary(episodes, falls, length, wait)), stats))
 
-    assert judge(full, 100, 4, 100 * steps)
-    assert not judge(full, 100, 6, 100 * steps)
-    assert not judge(full.replace(level=jnp.int32(e.config.levels - 1)), 100, 0, 100 * steps)
-    assert not judge(full, 100, 0, 80 * steps)
-    assert not bool(e.solved(e.update_curriculum(full, _summary(100, 0, 100 * steps, wait - 1)), stats))
+def test_the_step_counts_the_episodes_begun_at_full_amplitude():
+    reset, step = jitted()
+    action = jnp.zeros((WORLDS, env().action_size))
+    for amplitude, began_full in ((0.5, 0.0), (1.0, 1.0)):
+        p = params().replace(amplitude=jnp.float32(amplitude))
+        state = reset(p, jax.random.split(jax.random.PRNGKey(3), WORLDS))
+        np.testing.assert_array_equal(np.asarray(state.info.began_full), began_full)
+        last = state.replace(info=state.info.replace(step=state.info.step + env().config.max_steps - 1))
+        _, stepped = step(p, last, state, action)  # every world reaches the time limit (or falls)
+        ended = np.asarray(stepped.done)
+        np.testing.assert_array_equal(np.asarray(stepped.metrics[stance.SOLVE_EPISODES]), ended * began_full)
 
 
 def test_bad_body_and_option_are_named():

@@ -76,6 +76,12 @@ whose observation or reward is not finite, as an episode cut short, never as a f
 (`boxjax.envs.wrappers.nonfinite`)."""
 
 
+COUNT_PREFIX = "count/"
+"""Per-step figures under this prefix are event counts (1.0 when the event happened in the world at that
+step): summed over worlds and steps, not averaged, into the iteration's figures and
+`EpisodeSummary.counts`."""
+
+
 @struct.dataclass
 class State:
     """One world's environment state. Leaves gain a leading (num_envs,) axis under vmap."""
@@ -110,6 +116,11 @@ class EpisodeSummary:
     """Sum of their lengths in control steps."""
     world_steps: jax.Array
     """Control steps each world took during the iteration (the unroll length)."""
+    worlds: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
+    """Worlds stepped (all devices'); set once the iteration's steps are summed."""
+    counts: dict[str, jax.Array] = struct.field(default_factory=dict)
+    """The iteration's totals of the env's `COUNT_PREFIX` figures (e.g. episodes of some kind that ended),
+    for a curriculum to judge by."""
 
     @classmethod
     def zeros(cls) -> EpisodeSummary:

@@ -59,7 +59,6 @@ class StanceConfig(TaskConfig):
     """The amplitude may rise only while at most this share of episodes ends in a fall."""
     solved_max_fall_rate: float = 0.05
     """Solved needs at most this share of falls at full amplitude..."""
-    solved_min_length_fraction: float = 0.95
     """...and episodes lasting at least this fraction of the time limit on average."""
     w_alive: float = 1.0
     """Per-step survival bonus."""
@@ -91,7 +90,6 @@ class StanceConfig(TaskConfig):
         "wait_episodes": POSITIVE,
         "rise_max_fall_rate": UNIT,
         "solved_max_fall_rate": UNIT,
-        "solved_min_length_fraction": UNIT,
         **{name: NON_NEGATIVE for name in WEIGHTS},
     }
 
@@ -117,6 +115,8 @@ class StanceInfo:
     next_shove: jax.Array
     prev_action: jax.Array
     key: jax.Array
+    began_full: jax.Array
+    """() float32 1.0 when the episode began at full amplitude (only those count toward the solve)."""
 
 
 @struct.dataclass
@@ -133,7 +133,10 @@ class StanceCurriculum:
     last_fall_rate: jax.Array
     """Fall rate of the last judged window."""
     solved: jax.Array
-    """() bool: a judged window at full amplitude met the solved rule."""
+    """() bool: the solved rule held (`SOLVE_EPISODES`, `SOLVE_FALLS`)."""
+    solve_episodes: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
+    """Episodes begun at full amplitude that ended since the last solve judgement (and their falls)."""
+    solve_falls: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
 
 
 def reference_tables(index: mjcf.FighterIndex, config: StanceConfig) -> np.ndarray:
@@ -161,6 +164,12 @@ def init_curriculum() -> StanceCurriculum:
     )
 
 
+SOLVE_EPISODES = "count/solve_episodes"
+"""Figure: episodes that began at full amplitude and ended (by a fall or the time limit) this step."""
+SOLVE_FALLS = "count/solve_falls"
+"""Figure: of those, the ones that ended by a fall (the others lasted the full episode)."""
+
+
 def curriculum_amplitude(config: StanceConfig, curriculum: StanceCurriculum) -> jax.Array:
     """() float32 stance amplitude of the curriculum's level."""
     return curriculum.level.astype(jnp.float32) / config.levels
@@ -169,12 +178,15 @@ def curriculum_amplitude(config: StanceConfig, curriculum: StanceCurriculum) -> 
 def update_curriculum(
     config: StanceConfig, curriculum: StanceCurriculum, stats: EpisodeSummary
 ) -> StanceCurriculum:
-    """Count an iteration's episodes into the window; judge the window when it is complete.
+    """Count an iteration's episodes into the window; judge the window when it is complete; judge the
+    solve once enough full-amplitude episodes have ended.
 
-    A window lasts ``wait_episodes`` episodes per world. When it is over (and at least one
-    episode finished in it) its fall rate decides: rise one level when falls are rare, and at
-    full amplitude mark the task solved when the solved rule holds. Then a fresh window starts,
-    so early falls of a level never block it forever.
+    A window lasts ``wait_episodes`` episodes per world. When it is over (and at least one episode
+    finished in it) its fall rate decides whether to rise one level; then a fresh window starts, so early
+    falls of a level never block it forever. The solve (the seed's rule) is judged apart from the windows,
+    on the episodes that *began* at full amplitude (`SOLVE_EPISODES` in the stats' counts): once at least
+    one per world has ended, solved when at most `solved_max_fall_rate` of them fell (the others lasted
+    the full episode, ended by the time limit); otherwise those counts start again.
     """
     cfg = config
     cur = curriculum.replace(
@@ -188,14 +200,24 @@ def update_curriculum(
     judged = (cur.world_steps >= cfg.wait_episodes * cfg.max_steps) & (cur.episodes > 0)
     at_full = cur.level >= cfg.levels
     rise = judged & ~at_full & (fall_rate <= cfg.rise_max_fall_rate)
-    meets_rule = (fall_rate <= cfg.solved_max_fall_rate) & (
-        cur.length_sum / episodes >= cfg.solved_min_length_fraction * cfg.max_steps
+    solve_episodes = curriculum.solve_episodes + stats.counts.get(SOLVE_EPISODES, 0.0)
+    solve_falls = curriculum.solve_falls + stats.counts.get(SOLVE_FALLS, 0.0)
+    enough = (solve_episodes >= jnp.maximum(stats.worlds, 1.0)) & at_full
+    solved = cur.solved | (enough & (solve_falls <= cfg.solved_max_fall_rate * solve_episodes))
+    solve = dict(
+        solved=solved,
+        solve_episodes=jnp.where(enough, 0.0, solve_episodes),
+        solve_falls=jnp.where(enough, 0.0, solve_falls),
     )
-    solved = cur.solved | (judged & at_full & meets_rule)
     fresh = init_curriculum().replace(
-        level=cur.level + rise.astype(jnp.int32), last_fall_rate=fall_rate, solved=solved
+        level=cur.level + rise.astype(jnp.int32), last_fall_rate=fall_rate, **solve
     )
-    return jax.tree.map(lambda a, b: jnp.where(judged, a, b), fresh, cur.replace(solved=solved))
+    return jax.tree.map(lambda a, b: jnp.where(judged, a, b), fresh, cur.replace(**solve))
+
+
+def solve_counts(fell, timeout, began_full) -> dict:
+    """A step's `SOLVE_EPISODES` and `SOLVE_FALLS` figures (numpy or JAX arrays alike)."""
+    return {SOLVE_EPISODES: (fell + timeout) * began_full, SOLVE_FALLS: fell * began_full}
 
 
 def control_substeps(model: mujoco.MjModel, config: StanceConfig) -> int:
@@ -271,6 +293,7 @@ class StanceEnv:
             next_shove=jax.random.randint(k_shove, (), *self.shove_steps),
             prev_action=jnp.zeros((self.action_size,), jnp.float32),
             key=key,
+            began_full=(amp >= 1.0).astype(jnp.float32),
         )
         ref_pose, ref_height = stance_math.reference(params.tables[info.phase], amp, self.nu)
         touch = jnp.zeros((2,), jnp.float32)
@@ -332,13 +355,14 @@ class StanceEnv:
         next_shove = jnp.where(
             shove, step + jax.random.randint(k_next, (), *self.shove_steps), info.next_shove
         )
-        info = StanceInfo(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=key)
+        info = info.replace(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=key)
         obs = stance_math.observe(
             data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
         )
         metrics = {f"reward/{k}": v for k, v in terms.items()}
         metrics.update(physics.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
+        metrics.update(solve_counts(fell, timeout * finite, info.began_full))
         return State(
             data=data,
             obs=jnp.where(finite, obs, 0.0),
@@ -363,11 +387,13 @@ class StanceEnv:
         return update_curriculum(self.config, curriculum, stats)
 
     def solved(self, curriculum: StanceCurriculum, stats: EpisodeSummary) -> jax.Array:
-        """Whether a judged window at full amplitude had falls <= 5 % and full-length episodes."""
+        """Whether the episodes begun at full amplitude, at least one per world, fell at most
+        `solved_max_fall_rate` of the time and otherwise lasted the full episode (`update_curriculum`)."""
         return curriculum.solved
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         metrics = {f"reward/{k}": jnp.zeros((), jnp.float32) for k in stance_math.TERMS}
         metrics.update({k: jnp.zeros((), jnp.float32) for k in physics.FIGURE_NAMES})
         metrics.update(fall=jnp.zeros(()), shove=jnp.zeros(()), nan=jnp.zeros(()))
+        metrics.update({SOLVE_EPISODES: jnp.zeros(()), SOLVE_FALLS: jnp.zeros(())})
         return {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

@@ -38,6 +38,8 @@ class StanceTask:
     """(K, A) float32 the last action."""
     obs: np.ndarray
     """(K, O) float32 observation to act on."""
+    began_full: np.ndarray
+    """(K,) float32 1.0 where the episode began at full amplitude."""
 
 
 class StanceCpuEnv:
@@ -96,6 +98,7 @@ class StanceCpuEnv:
             next_shove=np.zeros(k, np.int32),
             prev_action=np.zeros((k, a), _f32),
             obs=np.zeros((k, self.observation_size), _f32),
+            began_full=np.zeros(k, _f32),
         )
         self.task = self._reset_worlds(blank, np.arange(k))
         return self.task.obs
@@ -131,10 +134,18 @@ class StanceCpuEnv:
         )
         obs[~finite] = 0.0
         done = np.maximum(np.maximum(fell, timeout), nonfinite)
-        timeout = np.maximum(timeout, nonfinite)
+        timeout_only, timeout = timeout, np.maximum(timeout, nonfinite)
         metrics = {f"reward/{k}": v for k, v in terms.items()}
         metrics.update(fall=fell, shove=shove.astype(_f32), nan=nonfinite)
-        task = StanceTask(step=step, phase=phase, next_shove=next_shove, prev_action=action, obs=obs)
+        metrics.update(stance.solve_counts(fell, timeout_only * finite, task.began_full))
+        task = StanceTask(
+            step=step,
+            phase=phase,
+            next_shove=next_shove,
+            prev_action=action,
+            obs=obs,
+            began_full=task.began_full,
+        )
         ended = np.flatnonzero(done > 0.5)
         if ended.size:
             task = self._reset_worlds(task, ended)
@@ -184,7 +195,9 @@ class StanceCpuEnv:
             np,
         )
         out = {f.name: getattr(task, f.name).copy() for f in dataclasses.fields(task)}
-        for name, value in (("step", 0), ("phase", phase), ("next_shove", next_shove), ("prev_action", 0.0)):
+        began_full = _f32(self.amplitude >= 1.0)
+        fresh = (("step", 0), ("phase", phase), ("next_shove", next_shove), ("prev_action", 0.0))
+        for name, value in (*fresh, ("began_full", began_full)):
             out[name][ids] = value
         out["obs"][ids] = obs
         return StanceTask(**out)

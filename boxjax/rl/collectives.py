@@ -85,9 +85,9 @@ def sum_episodes(summary: EpisodeSummary, shards: Shards) -> EpisodeSummary:
 def reduce_env_metrics(
     metrics: dict[str, jax.Array], shards: Shards, peak_prefix: tuple[str, ...], counts: tuple[str, ...] = ()
 ) -> dict[str, jax.Array]:
-    """World means averaged over devices; `peak_prefix` world counts summed (the sum of per-device peaks
-    over the unroll: an upper bound of the simultaneous count, exact when one device overflows), and the
-    totals named in `counts` summed."""
+    """World means averaged over devices; figures under `peak_prefix` summed (world counts: the sum of
+    per-device peaks over the unroll is an upper bound of the simultaneous count, exact when one device
+    overflows; event counts: exact), and the totals named in `counts` summed."""
     return {
         k: shards.sum(v) if k.startswith(peak_prefix) or k in counts else shards.mean(v)
         for k, v in metrics.items()

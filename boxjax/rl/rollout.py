@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.envs.base import NONFINITE_METRIC, Env, EpisodeSummary, State
+from boxjax.envs.base import COUNT_PREFIX, NONFINITE_METRIC, Env, EpisodeSummary, State
 from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
 from boxjax.rl.collectives import Shards
 from boxjax.rl.networks import ActorCritic, Normalizer, gaussian_log_prob
@@ -114,14 +114,24 @@ COUNTS = (NONFINITE_WORLDS,)
 """Figures that are totals over worlds and steps (summed over devices too)."""
 
 
+SUM_PREFIX = (*PEAK_PREFIX, COUNT_PREFIX)
+"""Figures summed over worlds (and over devices): world counts that peak over the unroll, and event
+counts (`COUNT_PREFIX`) that add up over it."""
+
+
 def _reduce_worlds(metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    return {k: jnp.sum(v) if k.startswith(PEAK_PREFIX) else jnp.mean(v) for k, v in metrics.items()}
+    return {k: jnp.sum(v) if k.startswith(SUM_PREFIX) else jnp.mean(v) for k, v in metrics.items()}
 
 
 def _accumulate(total: dict[str, jax.Array], now: dict[str, jax.Array]) -> dict[str, jax.Array]:
     return {
         k: jnp.maximum(total[k], v) if k.startswith(PEAK_PREFIX) else total[k] + v for k, v in now.items()
     }
+
+
+def _per_iteration(metric_sum: dict[str, jax.Array], unroll_length: int) -> dict[str, jax.Array]:
+    """Step sums to the iteration's figures: means over the unroll, but peaks and counts as they are."""
+    return {k: v if k.startswith(SUM_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
 
 
 def rollout(
@@ -148,8 +158,9 @@ def rollout(
 
     Returns:
       the carried state, the (T, N) transitions, totals of the episodes that ended, and the env's
-      per-step metrics averaged over worlds and steps (`overflow/*`, `caps/*`: peak number of worlds), with
-      `NONFINITE_WORLDS`: world-steps whose state turned non-finite (reset, left out of the episode totals).
+      per-step metrics averaged over worlds and steps (`overflow/*`, `caps/*`: peak number of worlds;
+      `count/*`: totals, also in the summary's `counts`), with `NONFINITE_WORLDS`: world-steps whose state
+      turned non-finite (reset, left out of the episode totals).
     """
     num_envs = state.episode_return.shape[0]
     reset_key, step_key = jax.random.split(key)
@@ -191,6 +202,8 @@ def rollout(
     (state, summary, metric_sum, nonfinite_sum), traj = jax.lax.scan(
         body, (state, EpisodeSummary.zeros(), zero_metrics, zero_count), keys
     )
-    metric_mean = {k: v if k.startswith(PEAK_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
+    metric_mean = _per_iteration(metric_sum, unroll_length)
     metric_mean[NONFINITE_WORLDS] = nonfinite_sum
+    counts = {k: v for k, v in metric_mean.items() if k.startswith(COUNT_PREFIX)}
+    summary = summary.replace(worlds=jnp.float32(num_envs), counts=counts)
     return state, traj, summary, metric_mean

@@ -16,7 +16,7 @@ from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
 from boxjax.rl.networks import ActorCritic, Normalizer
-from boxjax.rl.rollout import COUNTS, PEAK_PREFIX, RolloutState, Transition, rollout
+from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout
 
 
 @struct.dataclass
@@ -348,7 +348,7 @@ def train_iteration(
     guard_figures[guard.PREFIX + "observations"] = (~observations_ok).astype(jnp.float32)
     if shards is not None:
         summary = collectives.sum_episodes(summary, shards)
-        env_metrics = collectives.reduce_env_metrics(env_metrics, shards, PEAK_PREFIX, COUNTS)
+        env_metrics = collectives.reduce_env_metrics(env_metrics, shards, SUM_PREFIX, COUNTS)
     curriculum = base.update_curriculum(env, train_state.curriculum, summary)
     solved = base.curriculum_solved(env, curriculum, summary)
     train_state = train_state.replace(

@@ -157,6 +157,12 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def _counts(collected: list[Collected]) -> dict[str, jax.Array]:
+    """The collectors' totals of the env's event counts (`base.COUNT_PREFIX`)."""
+    names = [k for k in collected[0].metric_sums if k.startswith(base.COUNT_PREFIX)]
+    return {k: jnp.float32(sum(c.metric_sums[k] for c in collected)) for k in names}
+
+
 def _summary(collected: list[Collected], unroll: int) -> base.EpisodeSummary:
     f32 = jnp.float32
     return base.EpisodeSummary(
@@ -165,6 +171,8 @@ def _summary(collected: list[Collected], unroll: int) -> base.EpisodeSummary:
         return_sum=f32(sum(c.return_sum for c in collected)),
         length_sum=f32(sum(c.length_sum for c in collected)),
         world_steps=f32(unroll),
+        worlds=f32(sum(c.samples for c in collected) / unroll),
+        counts=_counts(collected),
     )
 
 
@@ -406,6 +414,7 @@ def _figures(
     samples = sum(c.samples for c in collected)
     names = collected[0].metric_sums
     env_metrics = {k: jnp.float32(sum(c.metric_sums[k] for c in collected) / samples) for k in names}
+    env_metrics.update(_counts(collected))
     env_metrics[NONFINITE_WORLDS] = jnp.float32(
         sum(c.metric_sums.get(NONFINITE_METRIC, 0.0) for c in collected)
     )
