@@ -14,6 +14,7 @@ per iteration, times it, logs, checkpoints and reports progress. Nothing inside 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 from flax import struct
 
 import boxjax
+from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.physics import graphs
 from boxjax.rl import checkpoint, guard, interrupts, sharding
@@ -35,11 +37,13 @@ from boxjax.rl.train_step import TrainState, init_train_state, make_network, mak
 NonFiniteError = guard.NonFiniteError
 
 __all__ = [
+    "Evaluation",
     "NonFiniteError",
     "PPOConfig",
     "PhysicsOverflowError",
     "Policy",
     "TrainResult",
+    "evaluate",
     "make_policy",
     "run_meta",
     "train",
@@ -116,6 +120,100 @@ def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], ja
         return jnp.clip(mean, -1.0, 1.0)
 
     return act
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Figures of a deterministic evaluation (`evaluate`), host floats."""
+
+    episodes: int
+    """Episodes run (one per world)."""
+    return_mean: float
+    """Mean undiscounted return of the finished episodes."""
+    return_std: float
+    """Their standard deviation."""
+    length_mean: float
+    """Mean length in control steps."""
+    fall_rate: float
+    """Share of the episodes that ended by termination (a fall), not the time limit."""
+    nonfinite: int
+    """Episodes cut short by a non-finite state (left out of the figures above)."""
+
+
+def _episode_steps(env: Env, max_steps: int | None) -> int:
+    """`max_steps`, or the env's own episode length (`env.config.max_steps`), or an error saying so."""
+    steps = max_steps or getattr(getattr(env, "config", None), "max_steps", None)
+    if not steps or steps < 1:
+        raise ValueError(
+            f"evaluate: pass max_steps (>= 1): {type(env).__name__} does not say its episode length"
+        )
+    return int(steps)
+
+
+def evaluate(
+    env: Env,
+    config: PPOConfig,
+    policy: Policy,
+    key: jax.Array,
+    *,
+    episodes: int = 64,
+    env_params: Any = None,
+    max_steps: int | None = None,
+) -> Evaluation:
+    """Run `episodes` episodes, one per world, with the policy's mean action (no exploration noise) until
+    each ends or `max_steps` pass; the same key gives the same figures.
+
+    Args:
+      env, config: the environment and the PPO config the policy was trained with (its network sizes).
+      policy: from `train` (or a checkpoint's params and normaliser).
+      key: PRNG key of the resets.
+      episodes: worlds, one episode each.
+      env_params: default `env.default_params()` (a curriculum's values already applied, if any).
+      max_steps: the episode cut-off; default the env's `config.max_steps`.
+    """
+    steps = _episode_steps(env, max_steps)
+    if episodes < 1:
+        raise ValueError(f"evaluate: episodes must be >= 1, got {episodes}")
+    params = env.default_params() if env_params is None else env_params
+    key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
+    totals = _evaluation_totals(env, make_policy(env, config), policy, params, key, episodes, steps)
+    ret, length, fell, bad = (np.asarray(x) for x in jax.device_get(totals))
+    good = ~bad
+    count = max(int(good.sum()), 1)
+    return Evaluation(
+        episodes=episodes,
+        return_mean=float(ret[good].sum() / count),
+        return_std=float(ret[good].std()) if good.any() else 0.0,
+        length_mean=float(length[good].sum() / count),
+        fall_rate=float(fell[good].sum() / count),
+        nonfinite=int(bad.sum()),
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
+def _evaluation_totals(env, act, policy, params, key, episodes: int, steps: int):
+    """Per-world (return, length, fell, non-finite) of one deterministic episode each, (episodes,) arrays."""
+    state = wrappers.batch_reset(env, params, jax.random.split(key, episodes))
+    zeros = jnp.zeros((episodes,), jnp.float32)
+
+    def body(carry, _):
+        state, ret, length, ended, fell, bad = carry
+        stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, act(policy, state.obs))
+        now_bad = jax.vmap(wrappers.nonfinite)(stepped) & ~ended
+        stepped = jax.vmap(wrappers.neutralize)(stepped, state, now_bad)  # as in training, figures and all
+        live = (~ended).astype(jnp.float32)
+        ret = ret + live * jnp.where(now_bad, 0.0, stepped.reward)
+        length = length + live
+        fell = fell | (~ended & (stepped.done > 0.5) & (stepped.truncation < 0.5) & ~now_bad)
+        bad = bad | now_bad
+        ended = ended | (stepped.done > 0.5) | now_bad
+        state = jax.vmap(wrappers.select)(ended, state, stepped)  # a finished world stays as it ended
+        return (state, ret, length, ended, fell, bad), None
+
+    false = jnp.zeros((episodes,), bool)
+    carry = (state, zeros, zeros, false, false, false)
+    (_, ret, length, _, fell, bad), _ = jax.lax.scan(body, carry, None, length=steps)
+    return ret, length, fell, bad
 
 
 def run_meta(env: Env, config: PPOConfig) -> dict[str, Any]:
