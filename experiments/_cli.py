@@ -259,6 +259,17 @@ def run_options(args: argparse.Namespace, out: str) -> dict[str, Any]:
     return options
 
 
+def write_curves(out: str) -> None:
+    """Draw the run's learning curves to out/curves.png (`plot_runs`) and print where; a failure to draw
+    is printed in one line and does not fail the finished run."""
+    import plot_runs
+
+    try:
+        print(f"curves: {plot_runs.write_curves(out)}", flush=True)
+    except (OSError, ValueError, ImportError) as err:
+        print(f"curves not drawn: {err}", flush=True)
+
+
 def exit_status(result: Any) -> int:
     """A training CLI's exit status: 0, or 128 + the signal's number when a signal stopped the run after
     its last iteration (130 for Ctrl-C), as a shell reports a program the signal ended."""

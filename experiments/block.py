@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing to do: the checkpoint already reached --iterations")
         return 0
     write_summary(out, args, history)
+    _cli.write_curves(out)
     return _cli.exit_status(result)
 
 

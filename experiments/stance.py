@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(set-up {summary['setup_s']:.1f} s, training {summary['train_s_to_solve']:.1f} s)"
         )
     print(json.dumps(summary))
+    _cli.write_curves(out)
     return _cli.exit_status(result)
 
 

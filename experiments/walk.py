@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary))
+    _cli.write_curves(out)
     return _cli.exit_status(result)
 
 

@@ -150,3 +150,24 @@ def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_p
     _cli.open_progress(args, str(tmp_path / "runs" / "t")).close()
     rows = [json.loads(line)["iteration"] for line in metrics.read_text().splitlines()]
     assert rows == list(range(1, stopped + 1))
+
+
+def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
+    import plot_runs
+
+    for name, slope in (("a", 1.0), ("b", 2.0)):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [
+            {"iteration": i, "env_steps": 64 * i, "episode/return": slope * i, "episode/fall_rate": 0.1,
+             "curriculum/level": i // 3, "s_per_iteration": 0.2, "env/nonfinite_worlds": 0.0}
+            for i in range(1, 11)
+        ]  # fmt: skip
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = plot_runs.write_curves(str(tmp_path / "a"))
+    assert path.endswith("curves.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    titles = [title for title, _ in plot_runs.panels_with_data({"a": rows})]
+    assert titles == ["episode return", "fall rate", "curriculum level", "s / iteration", "problem worlds"]
+    out = str(tmp_path / "both.png")
+    assert plot_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
+    assert os.path.getsize(out) > 10_000

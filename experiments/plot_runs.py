@@ -1,0 +1,95 @@
+"""Learning curves of training runs: one PNG, one panel per figure, the runs overlaid.
+
+    python experiments/plot_runs.py runs/A runs/B ... [--out curves.png]
+
+Every training CLI also draws its own run's curves to runs/NAME/curves.png when it ends (`write_curves`).
+Panels: episode return, fall rate, the task's progress (curriculum level, or blocks and punches, or walking
+error), seconds per iteration, and overflowing / non-finite worlds; a panel whose figures no run has is left
+out. The x axis is environment steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _cli  # noqa: E402
+
+PANELS = (
+    ("episode return", ("episode/return",)),
+    ("fall rate", ("episode/fall_rate",)),
+    ("curriculum level", ("curriculum/level",)),
+    ("events per iteration", ("count/blocks", "count/punches", "count/goals")),
+    ("walk error", ("env/walk/lin_error", "env/walk/yaw_error")),
+    ("s / iteration", ("s_per_iteration",)),
+    ("problem worlds", ("overflow", "env/nonfinite_worlds", "guard/skipped_steps")),
+)
+"""(panel title, figures drawn in it); a figure missing from every run leaves its line out."""
+LOG_PANELS = ("s / iteration",)
+"""Panels on a log scale: the first iteration (the compile) is orders of magnitude above the others."""
+
+
+def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[str, tuple[str, ...]]]:
+    """The panels of `PANELS` that at least one run has a figure for, each with just those figures."""
+    present = {key for rows in runs.values() for row in rows for key in row}
+    kept = [(title, tuple(k for k in keys if k in present)) for title, keys in PANELS]
+    return [(title, keys) for title, keys in kept if keys]
+
+
+def draw(runs: dict[str, list[dict]], out: str) -> str:
+    """Draw the runs' curves (`{label: metrics rows}`) into the PNG `out`; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = panels_with_data(runs)
+    if not panels:
+        raise ValueError("no figures to draw: the metrics rows hold none of the panels' figures")
+    cols = 2
+    rows_n = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 3.0 * rows_n), squeeze=False)
+    for ax, (title, keys) in zip(axes.flat, panels, strict=False):
+        for label, rows in runs.items():
+            steps = [row.get("env_steps", row.get("iteration", i)) for i, row in enumerate(rows)]
+            for key in keys:
+                values = [row.get(key, float("nan")) for row in rows]
+                name = label if len(keys) == 1 else f"{label}: {key.split('/')[-1]}"
+                ax.plot(steps, values, label=name, linewidth=1.2)
+        ax.set_title(title)
+        if title in LOG_PANELS:
+            ax.set_yscale("log")
+        ax.set_xlabel("environment steps")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def write_curves(run: str) -> str:
+    """Draw one run folder's metrics into run/curves.png; returns the path."""
+    return draw(
+        {os.path.basename(os.path.normpath(run)): _cli.read_metrics(run)}, os.path.join(run, "curves.png")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Overlay the named runs' curves in one PNG."""
+    p = _cli.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="run folders (runs/NAME) holding metrics.jsonl")
+    p.add_argument("--out", default="curves.png")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    args = p.parse_args(argv)
+    runs = {os.path.basename(os.path.normpath(r)): _cli.read_metrics(r) for r in args.runs}
+    print(f"curves of {len(runs)} run(s) written to {draw(runs, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cli.run_main(main))
