@@ -377,9 +377,9 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
     stance_config = ppo.PPOConfig.from_dict(saved["ppo"])
     key = jax.random.PRNGKey(seed)
     train = init_train_state(stance, stance_config, key)
-    # only the learner state: the fused path also stores a rollout state, whose structure depends on the
-    # physics implementation it ran on (MuJoCo Warp's data is not MJX-JAX's); the CPU path stores none
-    seed_state = checkpoint.restore(path, {"train": train}, only=True)["train"]
+    # only the model: the fused path also stores a rollout state, whose structure depends on the physics
+    # implementation it ran on (MuJoCo Warp's data is not MJX-JAX's), and a curriculum of its version
+    seed_state = train.replace(**checkpoint.restore_model(path, train))  # its model, whatever else it holds
     params = jax.tree.map(lambda x: x, seed_state.params)
     prior = float(config.batch_size)
     for net in ("policy", "value"):

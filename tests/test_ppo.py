@@ -327,3 +327,20 @@ def test_learning_rate_adapts_to_the_kl_within_bounds():
     assert lr_after(1.0, fixed) == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="learning_rate_bounds"):
         dataclasses.replace(config, learning_rate=0.1)
+
+
+def test_init_takes_the_model_of_a_checkpoint_whatever_else_it_holds(tmp_path):
+    """`--init` reads params, optimiser and normaliser as stored, beside a curriculum and rollout state of
+    another structure (another task, or an older version of this one)."""
+    env = PointReach()
+    saved = init_train_state(env, TOY_CONFIG, jax.random.PRNGKey(3))
+    saved = saved.replace(normalizer=saved.normalizer.update(jnp.ones((4, env.observation_size))))
+    other = saved.replace(curriculum={"older": jnp.zeros(3), "fields": jnp.ones(())})
+    state = {"train": other, "rollout": {"whatever": np.zeros(2, np.float32)}}
+    checkpoint.save(str(tmp_path), 7, state, ppo.run_meta(env, TOY_CONFIG))
+    got = checkpoint.restore_model(str(tmp_path), init_train_state(env, TOY_CONFIG, jax.random.PRNGKey(4)))
+    want = (saved.params, saved.opt_state, saved.normalizer)
+    have = (got["params"], got["opt_state"], got["normalizer"])
+    assert jax.tree.structure(have) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(have), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -152,6 +152,40 @@ def restore(
     return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, state)
 
 
+MODEL_PARTS = ("params", "opt_state", "normalizer")
+"""The fields of a train state that make its model: what `--init` takes from a checkpoint."""
+
+
+def restore_model(directory: str, train_template: Any, step: int | None = None) -> dict[str, Any]:
+    """{field: value} of the checkpoint's `MODEL_PARTS`, with the structure of `train_template`'s, whatever
+    else the checkpoint holds: another task's or another version's curriculum and rollout state are read as
+    stored and dropped. A model leaf the checkpoint lacks is a `CheckpointMismatchError` naming it."""
+    step = latest_step(directory) if step is None else step
+    metadata = _stored_metadata(directory, step)
+    if metadata is None or "train" not in dict(metadata):
+        raise CheckpointMismatchError(
+            f"cannot read a train state in the checkpoint at {directory} (step {step})"
+        )
+    abstract = {part: _stored_abstract(metadata, part) for part in dict(metadata)}
+    with _manager(directory, max_to_keep=None) as mngr:
+        restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
+    leaves = jax.tree_util.tree_flatten_with_path(restored["state"]["train"])[0]
+    stored = {_path_key(path): leaf for path, leaf in leaves}
+
+    def pick(field: str, path: tuple, template_leaf: Any) -> Any:
+        key = (field, *_path_key(path))
+        if key not in stored:
+            raise CheckpointMismatchError(f"the checkpoint at {directory} has no model leaf {'/'.join(key)}")
+        return stored[key]
+
+    return {
+        field: jax.tree_util.tree_map_with_path(
+            lambda path, leaf, field=field: pick(field, path, leaf), getattr(train_template, field)
+        )
+        for field in MODEL_PARTS
+    }
+
+
 _ABSENT = object()
 
 

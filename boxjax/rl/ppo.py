@@ -275,10 +275,7 @@ def _initial_state(
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:
         checkpoint.check_init(checkpoint.read_meta(init), meta)
-        seed = checkpoint.restore(init, {"train": train_state}, only=True)["train"]  # its model only
-        train_state = train_state.replace(
-            params=seed.params, opt_state=seed.opt_state, normalizer=seed.normalizer
-        )
+        train_state = train_state.replace(**checkpoint.restore_model(init, train_state))  # its model only
     if dp is not None:
         train_state = dp.replicate(train_state)
     return train_state, rollout_state

@@ -200,8 +200,7 @@ def _initial_state(
         return checkpoint.restore(resume, {"train": state})["train"]
     if init:
         checkpoint.check_init(checkpoint.read_meta(init), meta)
-        seed = checkpoint.restore(init, {"train": state}, only=True)["train"]  # a fused-path one holds more
-        return state.replace(params=seed.params, opt_state=seed.opt_state, normalizer=seed.normalizer)
+        return state.replace(**checkpoint.restore_model(init, state))  # a fused-path one holds more
     return state
 
 
