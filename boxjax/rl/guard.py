@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from boxjax.rl import rollout
+
 PREFIX = "guard/nonfinite/"
 QUANTITIES = ("observations", "loss", "gradients", "parameters", "observation_statistics")
 """What is checked, in the order it is computed: the first one flagged is the one an error names."""
@@ -24,7 +26,7 @@ SKIPPED_STEPS = "guard/skipped_steps"
 """Figure: gradient steps of the iteration that were not applied."""
 UPDATE_SKIPPED = "guard/update_skipped"
 """Figure: 1.0 when the iteration's update changed nothing (every gradient step skipped)."""
-NONFINITE_WORLDS = "env/nonfinite_worlds"
+NONFINITE_WORLDS = "env/" + rollout.NONFINITE_WORLDS
 """Figure: world-steps whose state turned non-finite (each reset), as the host sees it."""
 
 

@@ -2,7 +2,7 @@
 
 The loss code is the GPU path's: `train_step.advantages_and_batch` (values and GAE), `train_step.minibatches`
 (one permutation per epoch), `train_step.minibatch_loss` (the loss of one minibatch, also in bf16) and
-`train_step.apply_gradient` (the KL-adapted optimiser step).
+`train_step.guarded_step` (the KL-adapted optimiser step, kept only when finite).
 What differs is the loop: each minibatch is one jitted gradient call, then (with L > 1) one all-reduce of
 the flat gradient across the learners, then one jitted optimiser step, so the all-reduce can be timed.
 
@@ -36,13 +36,12 @@ from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import (
     advantages_and_batch,
-    apply_gradient,
+    guarded_step,
     learning_rate,
     make_network,
     make_optimizer,
     minibatch_loss,
     minibatches,
-    step_flags,
 )
 
 DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
@@ -176,10 +175,10 @@ class Learner:
         terms = flat[size:]
         kl = terms[TERM_NAMES.index("approx_kl")]
         grads, optimizer = unravel(flat[:size]), make_optimizer(self.config)
-        new = apply_gradient(self.config, optimizer, params, opt_state, grads, kl)
-        flags = step_flags(terms[TERM_NAMES.index("total")], grads, new)
-        applied = 1.0 - jnp.max(jnp.stack([flags[k] for k in STEP_FLAGS]))
-        params, opt_state = guard.keep_if(applied > 0, new, (params, opt_state))
+        total = terms[TERM_NAMES.index("total")]
+        params, opt_state, flags, applied = guarded_step(
+            self.config, optimizer, params, opt_state, grads, kl, total
+        )
         return params, opt_state, terms, jnp.stack([*(flags[k] for k in STEP_FLAGS), applied])
 
 

@@ -176,7 +176,7 @@ def evaluate(
         raise ValueError(f"evaluate: episodes must be >= 1, got {episodes}")
     params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
-    totals = _evaluation_totals(env, make_policy(env, config), policy, params, key, episodes, steps)
+    totals = _evaluation_totals(env, config, policy, params, key, episodes, steps)
     ret, length, fell, bad = (np.asarray(x) for x in jax.device_get(totals))
     good = ~bad
     count = max(int(good.sum()), 1)
@@ -191,8 +191,10 @@ def evaluate(
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
-def _evaluation_totals(env, act, policy, params, key, episodes: int, steps: int):
-    """Per-world (return, length, fell, non-finite) of one deterministic episode each, (episodes,) arrays."""
+def _evaluation_totals(env, config, policy, params, key, episodes: int, steps: int):
+    """Per-world (return, length, fell, non-finite) of one deterministic episode each, (episodes,) arrays;
+    compiled once per env, config and sizes."""
+    act = make_policy(env, config)
     state = wrappers.batch_reset(env, params, jax.random.split(key, episodes))
     zeros = jnp.zeros((episodes,), jnp.float32)
 
@@ -200,13 +202,14 @@ def _evaluation_totals(env, act, policy, params, key, episodes: int, steps: int)
         state, ret, length, ended, fell, bad = carry
         stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, act(policy, state.obs))
         now_bad = jax.vmap(wrappers.nonfinite)(stepped) & ~ended
-        stepped = jax.vmap(wrappers.neutralize)(stepped, state, now_bad)  # as in training, figures and all
+        # as in training: a non-finite world ends, truncated (no fall), with reward 0
+        stepped = jax.vmap(wrappers.neutralize)(stepped, state, now_bad)
         live = (~ended).astype(jnp.float32)
-        ret = ret + live * jnp.where(now_bad, 0.0, stepped.reward)
+        ret = ret + live * stepped.reward
         length = length + live
-        fell = fell | (~ended & (stepped.done > 0.5) & (stepped.truncation < 0.5) & ~now_bad)
+        fell = fell | (~ended & (stepped.done > 0.5) & (stepped.truncation < 0.5))
         bad = bad | now_bad
-        ended = ended | (stepped.done > 0.5) | now_bad
+        ended = ended | (stepped.done > 0.5)
         state = jax.vmap(wrappers.select)(ended, state, stepped)  # a finished world stays as it ended
         return (state, ret, length, ended, fell, bad), None
 

@@ -182,10 +182,10 @@ def update(
         kl, total = terms.approx_kl, terms.total
         if shards is not None:
             grads, kl, total = shards.mean((grads, kl, total))
-        new = apply_gradient(config, optimizer, params, opt_state, grads, kl)
-        flags = step_flags(total, grads, new)
-        applied = 1.0 - jnp.max(jnp.stack(list(flags.values())))
-        return guard.keep_if(applied > 0, new, carry), (terms, flags, applied)
+        params, opt_state, flags, applied = guarded_step(
+            config, optimizer, params, opt_state, grads, kl, total
+        )
+        return (params, opt_state), (terms, flags, applied)
 
     def epoch(carry, epoch_key):
         if shards is not None:
@@ -202,6 +202,24 @@ def update(
     figures[guard.SKIPPED_STEPS] = jnp.sum(1.0 - applied)
     figures[guard.UPDATE_SKIPPED] = (jnp.sum(applied) == 0).astype(jnp.float32)
     return params, opt_state, terms if shards is None else shards.mean(terms), figures
+
+
+def guarded_step(
+    config: PPOConfig,
+    optimizer: optax.GradientTransformation,
+    params: Any,
+    opt_state: Any,
+    grads: Any,
+    approx_kl: jax.Array,
+    total: jax.Array,
+) -> tuple[Any, Any, dict[str, jax.Array], jax.Array]:
+    """`apply_gradient`, kept only when finite: (params, opt_state, the step's `step_flags`, () 1.0 if it
+    was applied). Shared by the fused iteration and the CPU learners."""
+    new = apply_gradient(config, optimizer, params, opt_state, grads, approx_kl)
+    flags = step_flags(total, grads, new)
+    applied = 1.0 - jnp.max(jnp.stack(list(flags.values())))
+    new_params, new_opt_state = guard.keep_if(applied > 0, new, (params, opt_state))
+    return new_params, new_opt_state, flags, applied
 
 
 def step_flags(total: jax.Array, grads: Any, new: tuple[Any, Any]) -> dict[str, jax.Array]:
