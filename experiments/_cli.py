@@ -86,7 +86,7 @@ CPU_PROFILE = (
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:
-    """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.workers`); `default_worlds`
+    """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.cpu.workers`); `default_worlds`
     is the default K, and `fused` adds ``--mode fused`` (the fused JAX iteration, MJX's JAX physics)."""
     g = parser.add_argument_group("CPU path (--platform cpu)")
     modes = ("auto", "serial", "decoupled") + (("fused",) if fused else ())
@@ -120,8 +120,8 @@ def cpu_worlds(args: argparse.Namespace, default_worlds: int) -> int:
 
 
 def workers_config(args: argparse.Namespace) -> Any:
-    """The `boxjax.rl.workers.WorkersConfig` of the CPU flags."""
-    from boxjax.rl import workers
+    """The `boxjax.rl.cpu.workers.WorkersConfig` of the CPU flags."""
+    from boxjax.rl.cpu import workers
 
     return workers.WorkersConfig(
         mode=args.mode,
@@ -284,7 +284,7 @@ def open_progress(
     dropped first (they will be run again), so no iteration is logged twice."""
     keep = None
     if args.resume:
-        from boxjax.rl import checkpoint
+        from boxjax.models import checkpoint
 
         keep = checkpoint.latest_step(args.resume)
     return Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra, keep_through=keep)

@@ -167,63 +167,24 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
     return shapes
 
 
-def with_teacher(env, source: str):
-    """`env` with the walking teacher `source` beside it ('' none; 'untrained': fresh weights)."""
-    from boxjax.envs import teacher
-
-    if not source:
-        return env
-    if source == "untrained":
-        env.teacher = teacher.untrained_teacher(env.config.body)
-    else:
-        env.teacher = teacher.load_teacher(teacher.resolve(source, env.config.body), env.config.body)
-    env.distill_target = env._distill_target
-    return env
+ABLATED = {"no_vision": "vision", "no_scoring": "scoring", "no_ik": "ik"}
+"""The variants that leave one part of the step out, and the part (`BlockConfig.ablate`)."""
 
 
 def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: dict | None = None):
-    """The block env for one variant (`physics` uses the full env's physics), with `teacher` beside the full
-    env and the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the defaults) and, under
-    its key "mj_options", fields of the model's MuJoCo options set before the model goes to the device."""
+    """The block env for one variant ("full" and "physics" are the full env, the others leave the part
+    `ABLATED` names out), with the walking teacher `teacher` beside it (`BlockConfig.teacher`: '' none,
+    'untrained' fresh weights), the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the
+    defaults) and, under its key "mj_options", fields of the model's MuJoCo options set before the model
+    goes to the device."""
     from boxjax import envs
 
     options = dict(physics or {})
     mj_options = options.pop("mj_options", {})
-    env = _variant(name, with_teacher(envs.make("block", body=body, num_worlds=worlds, **options), teacher))
+    ablate = (ABLATED[name],) if name in ABLATED else ()
+    env = envs.make("block", body=body, num_worlds=worlds, teacher=teacher, ablate=ablate, **options)
     for option, value in mj_options.items():
         setattr(env.mj_model.opt, option, value)
-    return env
-
-
-def _variant(name: str, env):
-    """`env` itself ("full", "physics") or a block env of its config and physics with one part stubbed."""
-    import jax.numpy as jnp
-
-    from boxjax.envs import vision
-    from boxjax.envs.block import BlockEnv
-
-    if name == "no_vision":
-
-        class NoVision(BlockEnv):
-            def _see(self, data):
-                return jnp.zeros((vision.FRAME_SIZE,), jnp.float32)
-
-        return NoVision(env.config, env.physics)
-    if name == "no_scoring":
-
-        class NoScoring(BlockEnv):
-            def _score(self, data, gloves, blockers, hand, target):
-                return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
-
-        return NoScoring(env.config, env.physics)
-    if name == "no_ik":
-
-        class NoIK(BlockEnv):
-            def _fit_command(self, params, qpos, key):
-                zeros = jnp.zeros((2, 3), jnp.float32)
-                return jnp.asarray(self.me.stance_ctrl), jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
-
-        return NoIK(env.config, env.physics)
     return env
 
 

@@ -77,12 +77,12 @@ def cpu_env(task: str, body: str, worlds: int):
     """The task's CPU environment on one thread, with episodes long enough that the timing sees few
     resets (stance: no shoves)."""
     if task == "block":
-        from boxjax.envs.block import BlockConfig
-        from boxjax.envs.block_cpu import BlockCpuEnv
+        from boxjax.envs.block.cpu import BlockCpuEnv
+        from boxjax.envs.block.env import BlockConfig
 
         return BlockCpuEnv(BlockConfig(body=body, episode_s=1e3), num_worlds=worlds, num_threads=1, seed=0)
-    from boxjax.envs.stance import StanceConfig
-    from boxjax.envs.stance_cpu import StanceCpuEnv
+    from boxjax.envs.stance.cpu import StanceCpuEnv
+    from boxjax.envs.stance.env import StanceConfig
 
     config = StanceConfig(body=body, shove_speed_mps=(0.0, 0.0), episode_s=1e3)
     return StanceCpuEnv(config, num_worlds=worlds, num_threads=1, seed=0)

@@ -2,8 +2,8 @@
 
 --platform gpu   the fused JAX iteration on the GPU with MuJoCo Warp; by default the seed's shape:
                  2,048 worlds x 16 steps, then 4 epochs of minibatch 2,048.
---platform cpu   the CPU path (`boxjax.rl.workers`): collectors step the block task on MuJoCo's C engine
-                 (`boxjax.envs.block_cpu`: the same JAX task code around `mujoco.batch` physics), learners
+--platform cpu   the CPU path (`boxjax.rl.cpu.workers`): collectors step the block task on MuJoCo's C engine
+                 (`boxjax.envs.block.cpu`: the same JAX task code around `mujoco.batch` physics), learners
                  run the PPO update; serial or decoupled (--mode, --collectors, --worlds, --learners...).
                  Tiny by default: 8 worlds per collector x 8 steps. The teacher runs in the collectors.
                  --mode fused runs the GPU path's fused JAX iteration on the CPU instead (MJX's JAX
@@ -16,9 +16,9 @@
 
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
-layers are mapped onto the block observation (see `stance_init`); the converted checkpoint is written to
-runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly on the
-fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
+layers are mapped onto the block observation (`boxjax.rl.transfer.stance_init`); the converted checkpoint is
+written to runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly
+on the fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),
 checkpoints under runs/<name>/checkpoints and runs/<name>/summary.json.
@@ -53,17 +53,10 @@ PROGRESS = (
     ("count/commands_held", "cmd {:.0f}", "commands held"),
     ("overflow", "ovf {:.0f}", "overflowing worlds"),
 )
-STANCE_FIELDS = (
-    "joints", "joint_vel", "ref_pose", "pose_error", "height", "gravity", "lin_vel", "ang_vel", "touch",
-    "clock", "prev_action",
-)  # fmt: skip
-"""The stance observation's fields in order (`boxjax.envs.stance_math.observe`)."""
 DISTILL_COEF = 0.1
 """Default weight of the teacher's pull on the leg actions when a teacher runs."""
 CPU_WORLDS = 8
 """Default worlds per collector on the CPU path."""
-SHARED_FIELDS = ("joints", "joint_vel", "height", "gravity", "lin_vel", "ang_vel", "touch", "prev_action")
-"""Fields the stance and block observations share, with the same meaning and scale."""
 
 
 def add_counts(figures: dict, batch_size: int) -> dict:
@@ -98,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 
     platform.configure(args.platform, args.cache)
     _cli.mark("platform_configured")
-    from boxjax.rl import checkpoint
+    from boxjax.models import checkpoint
+    from boxjax.rl import transfer
 
     on_workers = args.platform == "cpu" and args.mode != "fused"
     config, env, devices = build_cpu(args) if on_workers else build(args)
@@ -106,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     try:
-        init = None if args.resume else prepare_init(args.init, task, config, out, args.seed)
+        init = None if args.resume else transfer.prepare_init(args.init, task, config, out, args.seed)
     except checkpoint.CheckpointMismatchError as error:
         raise checkpoint.CheckpointMismatchError(f"--init {args.init}: {error}") from None
     physics = "physics=mujoco-cpu" if on_workers else f"impl={env.physics.impl}"
@@ -151,14 +145,14 @@ def train(args, config, env, common: dict):
 
 
 def train_cpu(args, config, block_config, common: dict):
-    """The CPU path (`boxjax.rl.workers`): collectors of `BlockCpuEnv` worlds, learners with the GPU path's
-    loss code; returns its result and the per-iteration figures."""
+    """The CPU path (`boxjax.rl.cpu.workers`): collectors of `BlockCpuEnv` worlds, learners with the GPU
+    path's loss code; returns its result and the per-iteration figures."""
     import functools
 
     import jax
 
-    from boxjax.envs.block_cpu import BlockCpuEnv
-    from boxjax.rl import workers
+    from boxjax.envs.block.cpu import BlockCpuEnv
+    from boxjax.rl.cpu import workers
 
     factory = functools.partial(BlockCpuEnv, block_config)
     return workers.train(factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common)
@@ -166,7 +160,7 @@ def train_cpu(args, config, block_config, common: dict):
 
 def task_fields(args) -> dict:
     """`BlockConfig` fields from `--env` and `--teacher` (the teacher named once)."""
-    from boxjax.envs.block import BlockConfig
+    from boxjax.envs.block.env import BlockConfig
 
     fields = _cli.field_values(args.env, BlockConfig())
     if "teacher" in fields and args.teacher != "auto":
@@ -206,8 +200,8 @@ def build_cpu(args):
 
     With a teacher the collectors record its targets and the learners distil them (`DISTILL_COEF`).
     """
-    from boxjax.envs.block import BlockConfig
-    from boxjax.envs.block_cpu import BlockCpuEnv
+    from boxjax.envs.block.cpu import BlockCpuEnv
+    from boxjax.envs.block.env import BlockConfig
     from boxjax.rl import ppo
 
     fields = task_fields(args)
@@ -227,7 +221,7 @@ def build_cpu(args):
 
 def teacher_source(choice: str, body: str) -> str:
     """`BlockConfig.teacher` for `--teacher`: auto -> 'shipped' if the package has one for `body`."""
-    from boxjax.envs import teacher
+    from boxjax.envs.walk import teacher
 
     if choice == "none":
         return ""
@@ -250,149 +244,6 @@ def write_summary(out: str, args, history: list[dict]) -> None:
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     print(json.dumps(summary))
-
-
-# -- starting from a checkpoint -------------------------------------------------------------------------
-
-
-def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | None:
-    """The checkpoint `ppo.train_run(init=...)` (or `workers.train(init=...)`) should start from, or None.
-
-    A block checkpoint is used as it is once `checkpoint.check_init` accepts it; a stance checkpoint is
-    converted (`stance_init`) into runs/<name>/init-from-stance.
-    Anything else raises `CheckpointMismatchError` naming what differs. `env` is the `BlockEnv`.
-    """
-    if not path:
-        return None
-    from boxjax.rl import checkpoint, ppo
-
-    saved, expected = checkpoint.read_meta(path), ppo.run_meta(env, config)
-    task = saved.get("env")
-    if task == "block":
-        checkpoint.check_init(saved, expected)
-        return path
-    if task != "stance":
-        raise checkpoint.CheckpointMismatchError(f"a {task!r} checkpoint cannot start the block task")
-    target = os.path.join(out, "init-from-stance")
-    stance_init(path, saved, env, config, target, seed)
-    return target
-
-
-def _stance_slices(nu: int, action_size: int) -> dict:
-    sizes = dict(joints=nu, joint_vel=nu, ref_pose=nu, pose_error=nu, height=1, gravity=3, lin_vel=3)
-    sizes.update(ang_vel=3, touch=2, clock=3, prev_action=action_size)
-    out, start = {}, 0
-    for name in STANCE_FIELDS:
-        out[name] = slice(start, start + sizes[name])
-        start += sizes[name]
-    return out
-
-
-def map_first_layer(kernel, bias, stance_norm, env, prior_count: float):
-    """A stance network's first Dense layer and observation statistics, mapped onto the block observation.
-
-    The shared fields (`SHARED_FIELDS`) keep their weights and statistics. The stance-only inputs are
-    folded in at the block task's reference (the guard, the stance curriculum's full amplitude): the
-    reference pose and the amplitude are constants (into the bias), the pose error (joints - guard) is
-    a linear function of the joints (into the joint weights and the bias), and the rhythm clock sits at
-    its running mean (no contribution). Block-only fields (vision, task) start with zero weights, mean 0
-    and variance 1. So the block network's output on a block observation equals the stance network's on
-    the stance observation of the same body state at the guard, wherever no normalised input is clipped.
-
-    Args:
-      kernel: (stance_obs, H) float32; bias (H,).
-      stance_norm: the stance run's `Normalizer`.
-      env: the `BlockEnv`.
-      prior_count: the count the mapped statistics get (the shared fields' history weighs this many
-        samples, so the block-only fields find their own scale within a few iterations).
-
-    Returns:
-      (kernel (block_obs, H), bias (H,), block `Normalizer`).
-    """
-    import jax.numpy as jnp
-    import numpy as np
-
-    from boxjax.rl.networks import Normalizer
-
-    s_slices = _stance_slices(env.nu, env.action_size)
-    b_slices = env.obs_slices
-    mean, std = np.asarray(stance_norm.mean), np.asarray(stance_norm.std)
-    count = float(stance_norm.count)
-    var = np.asarray(stance_norm.m2) / max(count, 1.0)
-    kernel, bias = np.asarray(kernel, np.float64), np.asarray(bias, np.float64).copy()
-    new_kernel = np.zeros((env.observation_size, kernel.shape[1]))
-    new_mean = np.zeros(env.observation_size)
-    new_var = np.ones(env.observation_size)
-    for f in SHARED_FIELDS:
-        new_kernel[b_slices[f]] = kernel[s_slices[f]]
-        new_mean[b_slices[f]], new_var[b_slices[f]] = mean[s_slices[f]], var[s_slices[f]]
-    guard = np.asarray(env.me.stance_ctrl, np.float64)
-    j, e, r, c = (s_slices[f] for f in ("joints", "pose_error", "ref_pose", "clock"))
-    new_kernel[b_slices["joints"]] += kernel[e] * (std[j] / std[e])[:, None]
-    bias += ((mean[j] - guard - mean[e]) / std[e]) @ kernel[e]
-    bias += ((guard - mean[r]) / std[r]) @ kernel[r]
-    amplitude = c.start + 2
-    bias += (1.0 - mean[amplitude]) / std[amplitude] * kernel[amplitude]
-    prior = min(count, prior_count)
-    norm = Normalizer(
-        count=jnp.asarray(prior, jnp.float32),
-        mean=jnp.asarray(new_mean, jnp.float32),
-        m2=jnp.asarray(new_var * prior, jnp.float32),
-    )
-    return jnp.asarray(new_kernel, jnp.float32), jnp.asarray(bias, jnp.float32), norm
-
-
-def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> None:
-    """Write a block-shaped checkpoint at `target` whose model is the stance checkpoint's at `path`, mapped
-    (`map_first_layer`, policy and value), with a fresh optimiser state and no rollout state (an `init`
-    checkpoint: both paths take only its model). Refuses another body or network.
-    """
-    import jax
-
-    from boxjax.envs.stance import StanceConfig, StanceEnv
-    from boxjax.rl import checkpoint, ppo
-    from boxjax.rl.train_step import init_train_state, make_optimizer
-
-    expected = ppo.run_meta(env, config)
-    problems = [
-        f"{k}: stance checkpoint has {saved.get(k)!r}, this run has {expected.get(k)!r}"
-        for k in ("body", "action_size")
-        if saved.get(k) != expected.get(k)
-    ]
-    problems += [
-        f"ppo.{k}: stance checkpoint has {saved['ppo'].get(k)!r}, this run has {expected['ppo'][k]!r}"
-        for k in ("policy_hidden", "value_hidden")
-        if saved.get("ppo", {}).get(k) != expected["ppo"][k]
-    ]
-    stance = StanceEnv(StanceConfig(body=env.config.body))
-    if not problems and saved.get("observation_size") != stance.observation_size:
-        problems.append(
-            f"observation_size: stance checkpoint has {saved.get('observation_size')}, the stance layout "
-            f"this code maps has {stance.observation_size}"
-        )
-    if problems:
-        raise checkpoint.CheckpointMismatchError(
-            "cannot start from this stance checkpoint:\n  " + "\n  ".join(problems)
-        )
-    stance_config = ppo.PPOConfig.from_dict(saved["ppo"])
-    key = jax.random.PRNGKey(seed)
-    train = init_train_state(stance, stance_config, key)
-    # only the model: the fused path also stores a rollout state, whose structure depends on the physics
-    # implementation it ran on (MuJoCo Warp's data is not MJX-JAX's), and a curriculum of its version
-    seed_state = train.replace(**checkpoint.restore_model(path, train))  # its model, whatever else it holds
-    params = jax.tree.map(lambda x: x, seed_state.params)
-    prior = float(config.batch_size)
-    for net in ("policy", "value"):
-        layer = params["params"][net]["Dense_0"]
-        kernel, bias, norm = map_first_layer(
-            layer["kernel"], layer["bias"], seed_state.normalizer, env, prior
-        )
-        params["params"][net]["Dense_0"] = {"kernel": kernel, "bias": bias}
-    state = init_train_state(env, config, key)
-    state = state.replace(params=params, opt_state=make_optimizer(config).init(params), normalizer=norm)
-    meta = {**ppo.run_meta(env, config), "converted_from": {"task": "stance", "path": os.path.abspath(path)}}
-    checkpoint.save(target, 0, {"train": state}, meta)
-    print(f"block: mapped the stance model of {path} onto the block observation -> {target}", flush=True)
 
 
 if __name__ == "__main__":

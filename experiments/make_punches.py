@@ -1,4 +1,4 @@
-"""Generate the punch library `boxjax/data/punches.npz` (format: `boxjax.envs.punches`).
+"""Generate the punch library `boxjax/data/punches.npz` (format: `boxjax.envs.block.punches`).
 
 There is no motion capture here. Each punch is a few keyframes solved by inverse kinematics on the
 arena with both fighters in the `stance` keyframe, `--distance` apart: the opponent's (blue) glove in
@@ -25,7 +25,7 @@ import mujoco
 import numpy as np
 
 from boxjax import mjcf
-from boxjax.envs import punches
+from boxjax.envs.block import punches
 from boxjax.mjcf import puppet
 
 LAND_TOLERANCE_M = 0.03

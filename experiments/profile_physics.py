@@ -52,12 +52,12 @@ def world_model(task: str, body: str):
     import mujoco
 
     if task == "block":
-        from boxjax.envs.block import BlockEnv
-        from boxjax.envs.block_config import BlockConfig
+        from boxjax.envs.block.config import BlockConfig
+        from boxjax.envs.block.env import BlockEnv
 
         env = BlockEnv(BlockConfig(body=body, teacher=""))
     else:
-        from boxjax.envs.stance import StanceConfig, StanceEnv
+        from boxjax.envs.stance.env import StanceConfig, StanceEnv
 
         env = StanceEnv(StanceConfig(body=body))
     key = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_KEY, "stance")

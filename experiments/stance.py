@@ -1,7 +1,7 @@
 """Train the stance task: `python experiments/stance.py --platform cpu|gpu --body simple ...`.
 
 `--platform gpu` runs the fused JAX iteration (MuJoCo Warp); `--platform cpu` runs the CPU path
-(`boxjax.rl.workers`: MuJoCo C collectors and JAX learners, serial or decoupled, see its flags).
+(`boxjax.rl.cpu.workers`: MuJoCo C collectors and JAX learners, serial or decoupled, see its flags).
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration) and checkpoints under
 runs/<name>/checkpoints, and prints the time to solve when the curriculum is solved.
@@ -57,7 +57,7 @@ is the seed's rule: episodes begun at full amplitude, one per world, at most 5 %
 
 def env_options(args) -> dict:
     """The run's StanceConfig fields: `STANCE_ENV` under `--rule fast`, then the command line's `--env`."""
-    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance.env import StanceConfig
 
     recipe = STANCE_ENV if args.rule == "fast" else {}
     return {**recipe, **_cli.field_values(args.env, StanceConfig())}
@@ -66,7 +66,7 @@ def env_options(args) -> dict:
 def effective_settings(config, options: dict) -> dict:
     """The run's shape and its values of every field the stance defaults set (`STANCE_PPO`, `STANCE_ENV`):
     what a summary needs to be read after the defaults change."""
-    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance.env import StanceConfig
 
     env = StanceConfig(**options)
     return {
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     platform.configure(args.platform, args.cache)
     _cli.mark("platform_configured")
-    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance.env import StanceConfig
 
     config = ppo_config(args)
     options = env_options(args)
@@ -156,9 +156,9 @@ def train_cpu(args, config, options: dict, out: str, common: dict):
 
     import jax
 
-    from boxjax.envs.stance import StanceConfig
-    from boxjax.envs.stance_cpu import StanceCpuEnv
-    from boxjax.rl import workers
+    from boxjax.envs.stance.cpu import StanceCpuEnv
+    from boxjax.envs.stance.env import StanceConfig
+    from boxjax.rl.cpu import workers
 
     layout = _cli.workers_config(args)
     stance_config = StanceConfig(body=args.body, **options)

@@ -2,7 +2,7 @@
 
 Runs the fused JAX iteration on either platform (MuJoCo Warp on a GPU, MJX's JAX physics on the CPU).
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration), checkpoints under runs/<name>/checkpoints
-(the directory `boxjax.envs.teacher.load_teacher` reads) and runs/<name>/summary.json. The progress line
+(the directory `boxjax.envs.walk.teacher.load_teacher` reads) and runs/<name>/summary.json. The progress line
 shows the command-tracking errors (`env/walk/lin_error` m/s, `env/walk/yaw_error` rad/s) and the fall rate.
 """
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     from boxjax import envs
-    from boxjax.envs.walk import WalkConfig
+    from boxjax.envs.walk.env import WalkConfig
     from boxjax.rl import ppo, sharding
 
     defaults = ppo.PPOConfig(**(GPU_DEFAULTS if args.platform == "gpu" else CPU_DEFAULTS))

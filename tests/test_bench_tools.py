@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
@@ -35,7 +36,7 @@ def test_stance_gpu_batch_defaults_to_2048_worlds_by_16_steps_and_the_command_li
 
 
 def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
-    from boxjax.envs.stance import StanceConfig
+    from boxjax.envs.stance.env import StanceConfig
 
     assert StanceConfig(**stance.env_options(stance.arguments([]))).wait_episodes == 0.5
     chosen = stance.env_options(stance.arguments(["--env", "wait_episodes=2", "--env", "levels=4"]))
@@ -63,14 +64,25 @@ def test_setup_marks_reach_the_summary_in_order(monkeypatch):
     assert 0.0 < marks["first"] <= marks["second"]
 
 
-def test_bench_variants_override_methods_the_block_env_calls():
-    from boxjax.envs.block import BlockEnv
+def test_bench_variants_leave_out_the_part_they_name():
+    from boxjax.envs.block import BlockConfig, vision
 
     for name in (*bench_block.VARIANTS, "no_ik"):
-        cls = type(bench_block.variant_env(name, "simple", 2))
-        own = {k for k, v in vars(cls).items() if callable(v)}
-        assert own <= set(vars(BlockEnv)), (name, own - set(vars(BlockEnv)))
-        assert name in ("full", "physics") or own, name
+        env = bench_block.variant_env(name, "simple", 2)
+        assert env.config.ablate == ((bench_block.ABLATED[name],) if name in bench_block.ABLATED else ())
+        # the ablated parts return before reading their inputs
+        if name == "no_vision":
+            np.testing.assert_array_equal(env._see(None), np.zeros(vision.FRAME_SIZE, np.float32))
+        if name == "no_scoring":
+            assert [float(x) for x in env._score(None, None, None, None, None)] == [0.0, 0.0]
+        if name == "no_ik":
+            pose, pose_id, offset, residual = env._fit_command(None, None, None)
+            np.testing.assert_array_equal(pose, env.me.stance_ctrl)
+            assert int(pose_id) == 0 and not np.any(offset) and float(residual) == 0.0
+    with pytest.raises(ValueError, match="unknown parts \\['rays'\\]; valid: vision, scoring, ik"):
+        BlockConfig(ablate=("rays",))
+    assert "ablate" not in BlockConfig().to_dict()  # a full run describes itself as before ablations
+    assert BlockConfig(ablate=("ik",)).to_dict()["ablate"] == ["ik"]
 
 
 def test_shapes_parse_and_bad_ones_are_named():
@@ -267,7 +279,7 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
     assert env.physics.substeps_in_one_call
     assert env.default_params().model.opt._impl.ccd_iterations == 12  # MuJoCo Warp's model got it
     stubbed = bench_block.variant_env("no_vision", "simple", 2, physics=physics)
-    assert type(stubbed).__name__ == "NoVision" and stubbed.mj_model.opt.ccd_iterations == 12
+    assert stubbed.config.ablate == ("vision",) and stubbed.mj_model.opt.ccd_iterations == 12
 
 
 def test_mj_options_are_typed_and_bad_ones_named():

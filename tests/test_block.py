@@ -19,20 +19,16 @@ import numpy as np
 import pytest
 
 from boxjax import envs, mjcf
-from boxjax.envs import (
-    block,
-    block_kinds,
-    block_punch,
-    ik,
-    punches,
-    scoring,
-    stance_math,
-    teacher,
-    vision,
-    walk,
-)
+from boxjax.envs.block import env as block
+from boxjax.envs.block import ik, punches, scoring, vision
+from boxjax.envs.block import kinds as block_kinds
+from boxjax.envs.block import punch as block_punch
+from boxjax.envs.stance import shared as stance_math
+from boxjax.envs.walk import env as walk
+from boxjax.envs.walk import teacher
 from boxjax.envs.wrappers import autoreset_step, batch_reset
-from boxjax.rl import checkpoint, ppo, rollout
+from boxjax.models import checkpoint
+from boxjax.rl import ppo, rollout, transfer
 from boxjax.rl.losses import distill_loss
 from boxjax.rl.rollout import RolloutState, world_keys
 from boxjax.rl.train_step import init_train_state, make_train_iteration
@@ -812,7 +808,7 @@ def test_trains_without_retrace():
 def test_stance_model_maps_onto_the_block_observation():
     """The mapped first layer on a block observation equals the stance one on the stance observation of
     the same body state at the guard (full amplitude, the clock at its mean)."""
-    from boxjax.rl.networks import Normalizer
+    from boxjax.models.networks import Normalizer
 
     e, stance = env(), envs.make("stance", body="simple", impl="jax")
     rng = np.random.default_rng(0)
@@ -824,7 +820,7 @@ def test_stance_model_maps_onto_the_block_observation():
         mean=jnp.asarray(0.3 * rng.normal(size=size), jnp.float32),
         m2=jnp.asarray(count * rng.uniform(0.5, 2.0, size), jnp.float32),
     )
-    new_kernel, new_bias, norm = block_cli.map_first_layer(kernel, bias, stats, e, prior_count=64.0)
+    new_kernel, new_bias, norm = transfer.map_first_layer(kernel, bias, stats, e, prior_count=64.0)
     state = jax.tree.map(lambda x: x[0], _kinds()["face"][8])
     qpos, qvel, action = state.data.qpos, state.data.qvel, state.info.prev_action
     touch = jnp.asarray([300.0, 250.0], jnp.float32)
@@ -837,7 +833,7 @@ def test_stance_model_maps_onto_the_block_observation():
         qpos[: stance.mj_model.nq], qvel[: stance.mj_model.nv], touch, guard, ref_height, 1.0, jnp.int32(0),
         action, lay, jnp,
     )  # fmt: skip
-    clock = block_cli._stance_slices(e.nu, e.action_size)["clock"].start
+    clock = transfer.stance_slices(e.nu, e.action_size)["clock"].start
     stance_obs = stance_obs.at[clock : clock + 2].set(stats.mean[clock : clock + 2])
     want = stats(stance_obs) @ kernel + bias
     got = norm(block_obs) @ new_kernel + new_bias

@@ -15,11 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from boxjax.envs import block, block_cpu
 from boxjax.envs.base import State
-from boxjax.envs.block import BlockConfig
-from boxjax.envs.block_cpu import BlockCpuEnv
-from boxjax.rl import checkpoint
+from boxjax.envs.block import cpu as block_cpu
+from boxjax.envs.block import env as block
+from boxjax.envs.block.cpu import BlockCpuEnv
+from boxjax.envs.block.env import BlockConfig
+from boxjax.models import checkpoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import block as block_cli  # noqa: E402

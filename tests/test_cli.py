@@ -17,9 +17,9 @@ import block  # noqa: E402
 import stance  # noqa: E402
 
 from boxjax import ranges  # noqa: E402
-from boxjax.envs.block_config import BlockConfig  # noqa: E402
-from boxjax.envs.stance import StanceConfig  # noqa: E402
-from boxjax.envs.walk import WalkConfig  # noqa: E402
+from boxjax.envs.block.config import BlockConfig  # noqa: E402
+from boxjax.envs.stance.env import StanceConfig  # noqa: E402
+from boxjax.envs.walk.env import WalkConfig  # noqa: E402
 from boxjax.rl.config import PPOConfig  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +77,7 @@ def test_debug_shows_the_traceback(cli_env):
 
 def test_importing_the_networks_starts_no_jax_backend():
     """`--platform gpu` on a machine without CUDA must reach the one-line error, not die while importing."""
-    code = "import boxjax.rl.networks, boxjax.rl.ppo, jax; print(jax._src.xla_bridge._backends)"
+    code = "import boxjax.models.networks, boxjax.rl.ppo, jax; print(jax._src.xla_bridge._backends)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}
     )
@@ -123,7 +123,7 @@ def test_exit_status_of_a_run_a_signal_stopped():
 def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_path):
     import argparse
 
-    from boxjax.rl import checkpoint
+    from boxjax.models import checkpoint
 
     run = [
         sys.executable, os.path.join(REPO, "experiments", "stance.py"), "--platform", "cpu",

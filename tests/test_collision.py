@@ -11,8 +11,8 @@ import copy
 import mujoco
 import numpy as np
 
-from boxjax.envs.block import BlockConfig
-from boxjax.envs.block_cpu import BlockCpuEnv
+from boxjax.envs.block.cpu import BlockCpuEnv
+from boxjax.envs.block.env import BlockConfig
 from boxjax.mjcf import boxer
 
 WORLDS = 16

@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.envs import stance_math
-from boxjax.envs.stance import StanceConfig
-from boxjax.envs.stance_cpu import StanceCpuEnv, StanceTask
+from boxjax.envs.stance import shared as stance_math
+from boxjax.envs.stance.cpu import StanceCpuEnv, StanceTask
+from boxjax.envs.stance.env import StanceConfig
 from boxjax.envs.wrappers import autoreset_step, batch_reset
-from boxjax.rl import checkpoint, workers
-from boxjax.rl.buffers import LearnerState
+from boxjax.models import checkpoint
+from boxjax.models.networks import gaussian_log_prob
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.learner import Learner
-from boxjax.rl.networks import gaussian_log_prob
+from boxjax.rl.cpu import workers
+from boxjax.rl.cpu.buffers import LearnerState
+from boxjax.rl.cpu.learner import Learner
 from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import advantages_and_batch, init_train_state, make_network, update
 
@@ -247,7 +248,7 @@ def _workers_of(pid):
                 cmd = f.read()
         except OSError:
             continue
-        if ppid == pid and "boxjax.rl.processes" in cmd:
+        if ppid == pid and "boxjax.rl.cpu.processes" in cmd:
             found.append(int(entry))
     return found
 

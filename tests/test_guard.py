@@ -21,7 +21,8 @@ from mujoco import mjx
 
 from boxjax.envs.base import EpisodeSummary, State, from_playground, quiet_models
 from boxjax.envs.toy import PointReach, ReachParams
-from boxjax.rl import checkpoint, guard, ppo
+from boxjax.models import checkpoint
+from boxjax.rl import guard, ppo
 from boxjax.rl.losses import LossBatch
 from boxjax.rl.rollout import NONFINITE_WORLDS, init_rollout, rollout
 from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration, update

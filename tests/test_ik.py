@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from boxjax import mjcf
-from boxjax.envs import ik as arm_ik
+from boxjax.envs.block import ik as arm_ik
 
 REACH_TOL_M = 1e-3
 """A target made from a reachable arm pose must be met to 1 mm."""
@@ -102,7 +102,7 @@ def test_arm_joints_must_be_hinges_above_their_glove():
 def test_mujoco_c_arm_fit_equals_the_mjx_one():
     """The CPU path's arm fit (`ik_cpu.ArmFit`, float64 on `mj_kinematics`) gives the angles and residual of
     `guard_targets` + `solve_arms` (float32 on MJX) for every guard pose, from noisy guards."""
-    from boxjax.envs import ik_cpu
+    from boxjax.envs.block import ik_cpu
 
     arms, qpos0, _ = problem()
     model, index = mjcf.arena.build("simple")

@@ -20,7 +20,8 @@ import sys
 
 import pytest
 
-from boxjax.rl import checkpoint, ppo, sharding
+from boxjax.models import checkpoint
+from boxjax.rl import ppo, sharding
 
 STATE_TOL = 1e-5
 METRIC_TOL = 1e-4
@@ -217,7 +218,7 @@ def test_config_and_resume_rules():
         ppo.PPOConfig(num_envs=16, unroll_length=3, minibatch_size=3, num_devices=2)
     with pytest.raises(ValueError, match="devices"):
         sharding.resolve_devices(64)
-    meta = {"env": "reach", "ppo": CONFIG.to_dict()}
+    meta = {"env": "reach", "ppo": CONFIG.to_dict(), "format": checkpoint.FORMAT}
     other = {"env": "reach", "ppo": dataclasses.replace(CONFIG, num_devices=0).to_dict()}
     checkpoint.check_resume(meta, other)  # the device count may change on resume
     with pytest.raises(checkpoint.CheckpointMismatchError, match="learning_rate"):

@@ -11,9 +11,10 @@ import pytest
 
 from boxjax.envs.base import State, from_playground
 from boxjax.envs.toy import PointReach
-from boxjax.rl import checkpoint, ppo
+from boxjax.models import checkpoint
+from boxjax.models.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
+from boxjax.rl import ppo
 from boxjax.rl.losses import LossBatch, gae, ppo_loss
-from boxjax.rl.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
 from boxjax.rl.rollout import init_rollout
 from boxjax.rl.train_step import init_train_state, make_train_iteration
 
@@ -239,7 +240,12 @@ def test_checkpoint_resume_is_exact(tmp_path):
 
 
 def test_resume_mismatch_names_just_the_differing_config_fields():
-    saved = {"env": "block", "config": {"reach_m": 0.1, "w_hit": 5.0}, "ppo": {"learning_rate": 3e-4}}
+    saved = {
+        "env": "block",
+        "config": {"reach_m": 0.1, "w_hit": 5.0},
+        "ppo": {"learning_rate": 3e-4},
+        "format": checkpoint.FORMAT,
+    }
     expected = {
         "env": "block",
         "config": {"reach_m": 0.1, "w_hit": 4.0, "follow_mps": 1.0},
@@ -252,6 +258,30 @@ def test_resume_mismatch_names_just_the_differing_config_fields():
         "config.follow_mps: checkpoint has no such field, this run has 1.0",
         "config.w_hit: checkpoint has 5.0, this run has 4.0",
     ]
+
+
+def test_checkpoint_format_is_stamped_and_an_older_one_seeds_but_does_not_resume(tmp_path):
+    meta = {
+        "env": "reach",
+        "body": None,
+        "observation_size": 6,
+        "action_size": 2,
+        "ppo": {"policy_hidden": [8]},
+    }
+    checkpoint.save(str(tmp_path / "c"), 1, {"x": np.zeros(2, np.float32)}, meta)
+    stored = checkpoint.read_meta(str(tmp_path / "c"))
+    assert checkpoint.format_of(stored) == checkpoint.FORMAT == max(checkpoint.FORMATS)
+    checkpoint.check_resume(stored, meta)
+    older = {k: v for k, v in stored.items() if k != "format"}
+    checkpoint.check_init(older, meta)  # an older model still seeds a run
+    with pytest.raises(
+        checkpoint.CheckpointMismatchError, match="format 1 .made before 2026-12-02.*writes 2"
+    ):
+        checkpoint.check_resume(older, meta)
+    newer = {**stored, "format": checkpoint.FORMAT + 1}
+    for check in (checkpoint.check_resume, checkpoint.check_init):
+        with pytest.raises(checkpoint.CheckpointMismatchError, match="newer than this boxjax"):
+            check(newer, meta)
 
 
 def test_playground_style_env_trains_unchanged():

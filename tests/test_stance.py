@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.envs import stance
 from boxjax.envs.base import EpisodeSummary
+from boxjax.envs.stance import env as stance
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.rl import ppo
 from boxjax.rl.rollout import init_rollout

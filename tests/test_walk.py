@@ -12,12 +12,14 @@ import pytest
 from mujoco import mjx
 
 from boxjax import envs, mjcf
-from boxjax.envs import teacher, walk
 from boxjax.envs.toy import PointReach
+from boxjax.envs.walk import env as walk
+from boxjax.envs.walk import teacher
 from boxjax.envs.wrappers import autoreset_step, batch_reset
-from boxjax.rl import checkpoint, ppo
+from boxjax.models import checkpoint
+from boxjax.models.networks import ActorCritic, gaussian_log_prob
+from boxjax.rl import ppo
 from boxjax.rl.losses import LossBatch, distill_loss, ppo_loss
-from boxjax.rl.networks import ActorCritic, gaussian_log_prob
 from boxjax.rl.train_step import make_network
 
 WORLDS = 4

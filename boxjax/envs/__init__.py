@@ -1,15 +1,34 @@
-"""boxjax environments. `make(name, body=..., **options)` builds one by name."""
+"""boxjax environments. `make(name, body=..., **options)` builds one by name.
+
+Each task is a package (or module) with a `TASK` (`boxjax.envs.base.Task`); `REGISTRY` names where it lives:
+adding a task is its package and one line here.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any
 
-from boxjax.envs.base import Env, EpisodeSummary, State, from_playground
+from boxjax.envs.base import Env, EpisodeSummary, State, Task, from_playground
 
-TASKS = ("stance", "block", "walk", "reach")
+REGISTRY = {
+    "stance": "boxjax.envs.stance",
+    "block": "boxjax.envs.block",
+    "walk": "boxjax.envs.walk",
+    "reach": "boxjax.envs.toy",
+}
+"""Task name -> the module holding its `TASK` (imported when the task is first built)."""
+TASKS = tuple(REGISTRY)
 
-__all__ = ["TASKS", "Env", "EpisodeSummary", "State", "from_playground", "make"]
+__all__ = ["REGISTRY", "TASKS", "Env", "EpisodeSummary", "State", "Task", "from_playground", "make", "task"]
+
+
+def task(name: str) -> Task:
+    """The `Task` registered as `name`; raises `ValueError` naming the valid ones."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
+    return importlib.import_module(REGISTRY[name]).TASK
 
 
 def make(
@@ -35,6 +54,10 @@ def make(
       substeps_in_one_call: MuJoCo Warp only: a control step's physics substeps in one FFI call (same result).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
+    spec = task(name)
+    if spec.config is None:
+        return spec.env()
+    config = _config(spec.config, body=body, **options)
     physics = dict(
         impl=impl,
         num_worlds=num_worlds,
@@ -42,39 +65,19 @@ def make(
         graph_mode=graph_mode,
         substeps_in_one_call=substeps_in_one_call,
     )
-    if name == "reach":
-        from boxjax.envs.toy import PointReach
-
-        return PointReach()
-    if name == "stance":
-        from boxjax import mjcf
-        from boxjax.envs.stance import StanceConfig, StanceEnv
-
-        config = _config(StanceConfig, body=body, **options)
-        return StanceEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], **physics))
-    if name == "walk":
-        from boxjax import mjcf
-        from boxjax.envs.walk import WalkConfig, WalkEnv
-
-        config = _config(WalkConfig, body=body, **options)
-        return WalkEnv(config, _physics(mjcf.CONTACT_BUDGET[config.body], **physics))
-    if name == "block":
-        from boxjax import mjcf
-        from boxjax.envs.block import BlockConfig, BlockEnv
-
-        config = _config(BlockConfig, body=body, **options)
-        return BlockEnv(config, _physics(mjcf.PAIR_BUDGET[config.body], **physics))
-    raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
+    return spec.env(config, _physics(config.body, spec.fighters, **physics))
 
 
-def _physics(budget: Any, impl: str | None, **physics: Any) -> Any:
+def _physics(body: str, fighters: int, impl: str | None, **physics: Any) -> Any:
     """The physics configuration of a task: this machine's implementation, slots from the body's budget."""
+    from boxjax.mjcf import budget
     from boxjax.physics import mjx
 
+    slots = budget.budget(body, opponent=fighters == 2)
     return mjx.PhysicsConfig(
         impl=mjx.resolve_impl(impl),
-        contacts_per_world=budget.ncon_per_world,
-        njmax=budget.njmax,
+        contacts_per_world=slots.ncon_per_world,
+        njmax=slots.njmax,
         **physics,
     )
 

@@ -33,6 +33,19 @@ from boxjax.ranges import POSITIVE, Range, check_fields
 
 
 @dataclasses.dataclass(frozen=True)
+class Task:
+    """What `boxjax.envs.make` needs of a task package (its `TASK`): the config and env classes, and how many
+    fighters a world holds (which contact budget sizes its slots; 0: a physics-free task, built bare)."""
+
+    config: type | None
+    """The task's `TaskConfig` subclass; None for a task without options."""
+    env: type
+    """The env class: built as `env(config, physics_config)`, or `env()` without physics."""
+    fighters: int = 1
+    """Fighters in a world: 1 sizes it by `mjcf.CONTACT_BUDGET`, 2 by `mjcf.PAIR_BUDGET`."""
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskConfig:
     """What every task's config has: the body, the control step and the episode length, with their checks,
     the step counts they imply and a JSON-friendly copy. Tasks subclass it with their own fields and list

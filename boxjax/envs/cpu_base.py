@@ -1,4 +1,4 @@
-"""The protocol of environments on the CPU path (`boxjax.rl.workers`): one object steps many worlds.
+"""The protocol of environments on the CPU path (`boxjax.rl.cpu.workers`): one object steps many worlds.
 
 A CPU environment is an object with
 

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.envs.base import State
+from boxjax.envs.base import State, Task
 
 
 @struct.dataclass
@@ -78,3 +78,6 @@ class PointReach:
             metrics={"distance_m": distance},
             info=state.info.replace(step=step),
         )
+
+
+TASK = Task(config=None, env=PointReach, fighters=0)

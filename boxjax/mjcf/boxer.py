@@ -255,8 +255,8 @@ CCD_ITERATIONS = 16
 """Cap on the convex-collision (GJK/EPA) iterations, MuJoCo's default 35. Most muscle-against-muscle
 candidates are separated ellipsoids, for which GJK converges slowly and runs to the cap; on the GPU a
 convex-collision launch lasts as long as its slowest pair. 16 keeps the contacts found (within 1e-5 m and 1
-degree, grazing ones aside; `tests/test_collision.py`) and took the muscular blocking iteration at 2,048 x 16
-from 0.329 s to 0.280 s on an H200 (`results/h200-2026-12-02c/`)."""
+degree, grazing ones aside; `tests/test_collision.py`) and shortens the muscular blocking iteration
+(`docs/benchmarks.md`)."""
 
 
 def set_options(spec: mujoco.MjSpec) -> None:

@@ -5,7 +5,7 @@ The opponent only replays recorded punches, so nothing about him needs dynamics:
 fighter (`red/`), the bag and one mocap body per body of the articulated opponent, with the same names
 ("blue/hand_l"), geoms and sites, so vision keypoints, glove capsules and the punch score resolve as
 before. Its poses come from forward kinematics of the articulated opponent (`source`), done once on
-the host per punch frame (`boxjax.envs.punches.device_table`), and are written to `data.mocap_pos` /
+the host per punch frame (`boxjax.envs.block.punches.device_table`), and are written to `data.mocap_pos` /
 `mocap_quat` every control step.
 
 Collisions: the puppet's bones, head and gloves touch our fighter; his muscles and feet are visual, and

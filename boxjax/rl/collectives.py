@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from boxjax.envs.base import EpisodeSummary
-from boxjax.rl.networks import Normalizer
+from boxjax.models.networks import Normalizer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.rl.networks import gaussian_entropy, gaussian_log_prob
+from boxjax.models.networks import gaussian_entropy, gaussian_log_prob
 
 
 def gae(

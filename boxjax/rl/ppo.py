@@ -27,10 +27,11 @@ from flax import struct
 import boxjax
 from boxjax.envs import wrappers
 from boxjax.envs.base import Env
+from boxjax.models import checkpoint
+from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.physics import graphs
-from boxjax.rl import checkpoint, guard, interrupts, sharding
+from boxjax.rl import guard, interrupts, sharding
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import RolloutState, init_rollout
 from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
 

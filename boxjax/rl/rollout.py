@@ -10,8 +10,8 @@ from flax import struct
 
 from boxjax.envs.base import COUNT_PREFIX, NONFINITE_METRIC, Env, EpisodeSummary, State
 from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
+from boxjax.models.networks import ActorCritic, Normalizer, gaussian_log_prob
 from boxjax.rl.collectives import Shards
-from boxjax.rl.networks import ActorCritic, Normalizer, gaussian_log_prob
 
 
 @struct.dataclass

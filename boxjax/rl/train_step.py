@@ -11,11 +11,11 @@ import optax
 from flax import struct
 
 from boxjax.envs import base
+from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.rl import collectives, guard
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
-from boxjax.rl.networks import ActorCritic, Normalizer
 from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout
 
 

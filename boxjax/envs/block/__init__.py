@@ -1,0 +1,15 @@
+"""Block: mixed episodes around the guard; an opponent throws recorded punches, seen through delayed vision.
+
+`env` composes the task from `config` (config, params, per-world state), `kinds` (the episode kinds),
+`punch` (the opponent's punch clock and outcomes), `punches` (the punch library), `scoring` (the
+19-path punch score), `vision` (rays, occlusion, delay) and `ik` (the arm fit of block presses; `ik_cpu`
+on MuJoCo's C engine). `cpu` runs the same step around the C engine for the CPU path.
+"""
+
+from boxjax.envs.base import Task
+from boxjax.envs.block.config import BlockConfig, BlockParams
+from boxjax.envs.block.env import BlockEnv
+
+TASK = Task(config=BlockConfig, env=BlockEnv, fighters=2)
+
+__all__ = ["TASK", "BlockConfig", "BlockEnv", "BlockParams"]

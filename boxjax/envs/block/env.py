@@ -1,0 +1,617 @@
+"""Block: mixed episodes around the guard; an opponent throws recorded punches, seen through delayed vision.
+
+Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_weights`, so they can
+change without a recompile):
+
+* ``face``: the opponent replays the punch library (`punches`) kinematically: he is a puppet of
+  mocap bodies (`boxjax.mjcf.puppet`) posed every control step from the sampled punch's frame, and only our
+  fighter is simulated. The recorded scene (our fighter at the guard keyframe, him at the library's distance)
+  is moved toward our head and turned with our pelvis' heading at up to `opponent_follow_mps` /
+  `opponent_turn_radps` (`block_punch.follow_anchor`, `block_punch.place_scene`, `BlockInfo.opponent_anchor`),
+  while he waits between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until
+  his next punch; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is judged then. The
+  puppet's glove follows its recording whatever is in its way (his contacts are soft), so the guard cannot
+  stop it physically; instead a punch whose glove, swept from one control step to the next, touched one of our
+  gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped more than `reach_m`
+  short of the target *missed* (our fighter was not there: leaning away, displaced, falling), and one that
+  reached it is scored with `scoring` (19 paths from the glove to the target past our guard): up
+  to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only through `vision`
+  (0.1 s late).
+* ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
+  at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
+  damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
+  (the PD base and the pose reward), and a reward tracks the gloves to the targets in the heading frame.
+* ``walk``: walk to a spot on the floor, `walk_distance_m` away in any direction; progress and arrival
+  are rewarded. The fighter starts at `walk_origin_m` with a random heading.
+* ``bag``: punch the bag. The fighter stands `bag_distance_m` from the bag's axis facing it (the bag's
+  anchor is fixed in the model, so our fighter is placed, at a random angle around it). A hit is a glove
+  reaching the bag (gap below `bag_touch_m`) at `bag_hit_speed_mps` or faster; reward per hit grows with
+  the speed.
+* ``shove``: a hard shove (`shove_speed_mps`) once, `shove_at_s` into the episode; standing
+  `recover_s` later is a recovery.
+
+One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked
+in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
+field of the observation is zero. The bag hangs 1.25 m from the recording's face position, out of reach.
+
+The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
+vision frame, the kind one-hot, then the command (pose one-hot, glove targets, fitted arm angles), the
+walk spot and the bag, each zero where unused. The action is an offset around the episode's reference
+pose (the guard; for commands, the guard with the fitted arms).
+
+A step is two pure halves around the physics (`BlockEnv.before_physics`, `BlockEnv.after_physics`), so
+the CPU path (`boxjax.envs.block.cpu`) runs this same task code around MuJoCo's C engine.
+
+Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
+``success/{blocks,goals,bag_hits,recoveries,commands_held}`` (events per world-step), ``kind/<kind>``
+(share of worlds), ``command/*``, ``walk/distance_m``, ``bag/hit_speed``, ``fall``, ``nan``,
+``reward/*``, ``overflow/*``. Rates per episode kind are the success figure over the kind's share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from mujoco import mjx
+
+from boxjax import mjcf
+from boxjax.envs import frames, rewards
+from boxjax.envs.base import State
+from boxjax.envs.block import ik, punches, vision
+from boxjax.envs.block import kinds as block_kinds
+from boxjax.envs.block import punch as block_punch
+from boxjax.envs.block.config import (
+    BAG,
+    COMMAND,
+    EVENTS,
+    FACE,
+    KINDS,
+    NUM_POSES,
+    REWARD_TERMS,
+    SHOVE,
+    SUCCESS,
+    TASK_FIELDS,
+    WALK,
+    BlockConfig,
+    BlockInfo,
+    BlockParams,
+    StepDraws,
+)
+from boxjax.envs.walk import env as walk
+from boxjax.envs.walk import teacher as teacher_lib
+from boxjax.mjcf import puppet
+from boxjax.physics import mjx as physics
+
+
+class BlockEnv:
+    """The block task (see the module docstring)."""
+
+    def __init__(
+        self, config: BlockConfig | None = None, physics_config: physics.PhysicsConfig | None = None
+    ):
+        config = config or BlockConfig()
+        self.config = config
+        lib = punches.load(config.punch_library or None, body=config.body)
+        self.arena = puppet.build(config.body, lib.distance_m, config.opponent_contact_timeconst_s)
+        self.mj_model, arena = self.arena.model, self.arena.index
+        self.me, self.opponent = arena.red, self.arena.puppet
+        budget = mjcf.PAIR_BUDGET[config.body]
+        self.physics = physics_config or physics.PhysicsConfig(
+            contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
+        )
+        self.substeps = int(round(config.control_dt_s / self.mj_model.opt.timestep))
+        if not math.isclose(self.substeps * self.mj_model.opt.timestep, config.control_dt_s, rel_tol=1e-6):
+            raise ValueError(
+                f"control_dt_s {config.control_dt_s} is not a multiple of the physics timestep "
+                f"{self.mj_model.opt.timestep}"
+            )
+        self.library = punches.resample(lib, 1.0 / config.control_dt_s)
+        self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)
+        """(nq,) our fighter in the guard, the bag at rest (the opponent is mocap: `guard_mocap_*`)."""
+        self.guard_mocap_pos = self.mj_model.key_mpos[arena.keyframes["stance"]].reshape(-1, 3)
+        self.guard_mocap_quat = self.mj_model.key_mquat[arena.keyframes["stance"]].reshape(-1, 4)
+        self._resolve(arena)
+        self.obs_slices = self._layout()
+        self.observation_size = self.obs_slices["task"].stop
+        self.teacher = teacher_lib.teacher_for(config.teacher, config.body)
+        if self.teacher is not None:
+            self.distill_target = self._distill_target
+
+    def _resolve(self, arena: mjcf.ArenaIndex) -> None:
+        """Ids, sizes and constants the step reads (numpy, resolved once)."""
+        model, cfg, me, opp = self.mj_model, self.config, self.me, self.opponent
+        self.vision_index = vision.vision_index(model, me, opp)
+        self.delay_steps = vision.delay_steps(cfg.vision_delay_s, cfg.control_dt_s)
+        self.lag_steps = cfg.steps(cfg.arrival_lag_s)
+        self.gap_steps = tuple(cfg.steps(s) for s in cfg.punch_gap_s)
+        self.shove_steps = tuple(cfg.steps(s) for s in cfg.shove_at_s)
+        self.blockers = vision.capsule_index(model, np.concatenate([me.glove_geom_ids, me.forearm_geom_ids]))
+        self.targets = vision.capsule_index(model, [me.head_geom_id, model.geom(me.prefix + "chest").id])
+        self.opponent_gloves = vision.capsule_index(model, opp.glove_geom_ids)
+        self.gloves = vision.capsule_index(model, me.glove_geom_ids)
+        self.bag = vision.capsule_index(model, [arena.bag_geom])
+        data = mujoco.MjData(model)
+        mujoco.mj_kinematics(model, data)
+        self.bag_rest = data.geom_xpos[arena.bag_geom].astype(np.float32)
+        """(3,) the bag's centre hanging at rest."""
+        self.arm_ik = ik.make_arm_ik(model, me)
+        where = [np.flatnonzero(me.act_qpos_adr == q) for q in self.arm_ik.qpos_adr]
+        if any(w.size != 1 for w in where):
+            raise ValueError("every IK arm joint must be actuated")
+        self.arm_act = np.array([w[0] for w in where], np.int32)
+        """(8,) actuator positions of the IK's arm joints."""
+        root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
+        with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
+            yaw = float(frames.yaw(jnp.asarray(root[3:7])))
+        self.scene_ref = np.array([root[0], root[1], yaw], np.float32)
+        """(3,) our pelvis (x, y, heading) at the guard keyframe: where the punch recordings put us."""
+        guard = mujoco.MjData(model)
+        guard.qpos[:] = self.guard_qpos
+        mujoco.mj_kinematics(model, guard)
+        self.scene_head = (guard.geom_xpos[me.head_geom_id, :2] - root[:2]).astype(np.float32)
+        """(2,) our head's floor position from the pelvis at the guard keyframe (the opponent follows it)."""
+        self.park_offset = np.zeros(3, np.float32)
+        self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy
+        """(3,) the opponent's move from the face position to his parking spot."""
+        self.nu = int(me.act_qpos_adr.shape[0])
+        self.action_size = int(me.action_size)
+        self.body_weight_n = float(model.body_subtreemass[me.pelvis_body] * -model.opt.gravity[2])
+        self.guard_height = float(me.stance_qpos[2])
+        with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
+            self.guard_yaw = float(frames.yaw(jnp.asarray(me.stance_qpos[3:7])))
+        """The pelvis yaw of the guard: the hips turn this far from the facing direction."""
+
+    def _layout(self) -> dict[str, slice]:
+        """Where each field sits in the observation (`obs_slices`)."""
+        sizes = [
+            ("joints", self.nu), ("joint_vel", self.nu), ("height", 1), ("gravity", 3), ("lin_vel", 3),
+            ("ang_vel", 3), ("touch", 2), ("prev_action", self.action_size), ("vision", vision.FRAME_SIZE),
+            *TASK_FIELDS,
+        ]  # fmt: skip
+        out, start = {}, 0
+        for name, size in sizes:
+            out[name] = slice(start, start + size)
+            start += size
+        out["proprio"] = slice(0, out["prev_action"].stop)
+        out["task"] = slice(out["kind"].start, start)
+        return out
+
+    # -- protocol -------------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        """What a checkpoint records about this environment."""
+        return {"env": "block", "body": self.config.body, "config": self.config.to_dict()}
+
+    def default_params(self) -> BlockParams:
+        """Model, guard template, punch table and IK model on the device; the config's kind weights."""
+        template = physics.make_data(self.mj_model, self.physics)
+        ctrl = np.zeros(self.mj_model.nu, np.float32)
+        ctrl[self.me.actuator_ids] = self.me.stance_ctrl
+        guard = mujoco.MjData(self.mj_model)
+        guard.qpos[:] = self.guard_qpos
+        mujoco.mj_kinematics(self.mj_model, guard)
+        template = template.replace(
+            qpos=jnp.asarray(self.guard_qpos),
+            ctrl=jnp.asarray(ctrl),
+            mocap_pos=jnp.asarray(self.guard_mocap_pos, jnp.float32),
+            mocap_quat=jnp.asarray(self.guard_mocap_quat, jnp.float32),
+        )
+        return BlockParams(
+            model=physics.put_model(self.mj_model, self.physics),
+            template=template,
+            punches=punches.device_table(self.library, self.arena),
+            guard_vision=jnp.asarray(vision.see(guard, self.vision_index), jnp.float32),
+            ik_model=self.arm_ik.model,
+            kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
+            teacher=self.teacher,
+        )
+
+    def reset(self, params: BlockParams, key: jax.Array) -> State:
+        """Draw the episode kind, place the fighters for it, fit the command's arms, draw the task.
+
+        The vision buffer starts full of the guard's frame (seen without the noise, which moves our
+        gloves by millimetres), so a reset needs no physics pass; the IK runs its own kinematics.
+        """
+        me = self.me
+        key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove = jax.random.split(key, 8)
+        kind = block_kinds.sample_kind(k_kind, params.kind_weights)
+        qpos = self._initial_qpos(params, kind, k_noise, k_place)
+        pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command)
+        pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
+        spot = self._draw_spot(qpos, k_walk)
+        t = params.template
+        anchor = jnp.asarray(self.scene_ref).at[2].set(0.0)
+        data = self._pose_opponent(
+            t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel)), params.punches, 0, 0, kind, anchor
+        )
+        k_first, k_gap = jax.random.split(k_punch)
+        zero = jnp.zeros((), jnp.float32)
+        seen = params.guard_vision * (kind == FACE)
+        info = BlockInfo(
+            step=jnp.zeros((), jnp.int32),
+            kind=kind,
+            pose_ref=pose_ref,
+            punch=jax.random.randint(k_first, (), 0, params.punches.length.shape[0]),
+            frame=-jax.random.randint(k_gap, (), self.gap_steps[0], self.gap_steps[1] + 1),
+            prev_action=jnp.zeros((self.action_size,), jnp.float32),
+            vision=vision.delay_init(seen, self.delay_steps),
+            slot=jnp.zeros((), jnp.int32),
+            command=command,
+            command_offset=offset,
+            ik_residual=residual,
+            hold=jnp.zeros((), jnp.int32),
+            held=zero,
+            spot=spot,
+            spot_distance=jnp.linalg.norm(spot - qpos[me.qpos_adr : me.qpos_adr + 2]),
+            reached=zero,
+            glove_pos=jnp.zeros((2, 3), jnp.float32),
+            glove_vel=jnp.zeros((2, 3), jnp.float32),
+            touching=jnp.zeros((2,), jnp.float32),
+            punch_glove=jnp.zeros((3,), jnp.float32),
+            parried=zero,
+            opponent_anchor=anchor,
+            shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
+            key=key,
+        )
+        obs = self._observe(
+            qpos, data.qvel, jnp.zeros((2,), jnp.float32), info, seen, jnp.asarray(self.bag_rest)
+        )
+        return State(
+            data=data,
+            obs=obs,
+            reward=zero,
+            done=zero,
+            truncation=zero,
+            metrics=self._zero_metrics(),
+            info=info,
+        )
+
+    def step(self, params: BlockParams, state: State, action: jax.Array) -> State:
+        """One control step: `before_physics` (the opponent's punch, our action, a shove), the physics,
+        `after_physics` (see, score, reward, observe)."""
+        data, draws = self.before_physics(params, state, action)
+        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        return self.after_physics(params, state, data, action, draws)
+
+    def before_physics(self, params: BlockParams, state: State, action: jax.Array):
+        """The step up to the physics: the opponent's punch clock advanced and his puppet posed, our PD
+        targets driven by `action` (action_size,), the shove's kick. Pure and per world, like `step`.
+
+        Returns:
+          (physics state to step from, `StepDraws` for `after_physics`).
+        """
+        info, table = state.info, params.punches
+        key, k_punch, k_shove = jax.random.split(info.key, 3)
+        punch, frame = block_punch.advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
+        data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor)
+        data = self._drive(data, action, info)
+        data, shoved = self._shove(data, info, k_shove)
+        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key)
+
+    def after_physics(
+        self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
+    ) -> State:
+        """The step after the physics: guard against NaN, see, score the punch, reward, observe.
+
+        `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
+        with the fields the task reads and a `replace` (`boxjax.envs.block.cpu.PhysicsView`); `state`
+        and `action` are `before_physics`' arguments. Pure and per world, like `step`.
+
+        Returns:
+          the world's next `State` (its `data` is `data`, with qpos/qvel reset where not finite).
+        """
+        info, cfg, table = state.info, self.config, params.punches
+        face = (info.kind == FACE).astype(jnp.float32)
+        punch, frame, shoved, key = draws.punch, draws.frame, draws.shoved, draws.key
+        finite = physics.is_finite(data)
+        data = data.replace(
+            qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
+        )
+        seen = self._see(data) * face
+        buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
+        gloves, blockers = self._punch_capsules(data)
+        hand = table.hand[punch]
+        score, reached = self._score(data, gloves, blockers, hand, table.target[punch])
+        contact, punch_glove = block_punch.guard_contact(gloves, blockers, hand, info.punch_glove)
+        parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
+        events = block_punch.punch_events(
+            table, punch, frame, score, reached, parried, self.lag_steps, cfg.block_max_score
+        )
+        events = {k: v * face for k, v in events.items()}
+        touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
+        terms, fell = self._rewards(data, touch, action, info)
+        terms.update(
+            block=cfg.w_block * events["punch/blocked"],
+            hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * score,
+        )
+        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
+        fell = fell * finite
+        step = info.step + 1
+        task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
+        terms.update(task_terms)
+        timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
+        reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
+        # he re-aims while he waits in the guard; a punch keeps its aim (no homing glove)
+        anchor = jnp.where(
+            finite & (frame < 0), self._follow(data, info.opponent_anchor), info.opponent_anchor
+        )
+        info = info.replace(
+            punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
+            punch_glove=punch_glove, parried=parried, opponent_anchor=anchor,
+        )  # fmt: skip
+        metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
+        metrics.update(physics.figures(data))
+        metrics.update(events)
+        metrics.update(task_events)
+        metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
+        metrics.update(
+            {
+                "success/blocks": events["punch/blocked"],
+                "vision/hidden": face * (1.0 - jnp.mean(seen[3::4])),
+                "shove/shoved": shoved,
+                "fall": fell,
+                "nan": nonfinite,
+            }
+        )
+        bag = data.geom_xpos[self.bag.geom_ids[0]]
+        obs = self._observe(data.qpos, data.qvel, touch, info, delayed, bag)
+        return State(
+            data=data,
+            obs=jnp.where(finite, obs, 0.0),
+            reward=jnp.where(finite, reward, 0.0),
+            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
+            truncation=jnp.maximum(timeout, nonfinite),
+            metrics=metrics,
+            info=info,
+        )
+
+    # -- teacher hook ---------------------------------------------------------------------------------
+    def teacher_command(self, state: State) -> jax.Array:
+        """(3,) float32 velocity command for the walking teacher in this world: (forward m/s, left m/s,
+        yaw rate rad/s) in our facing frame (`_facing`, the frame of `boxjax.envs.walk.env`'s commands).
+
+        Walk episodes: toward the spot at `walk_speed_mps`, slowing linearly inside the last 0.5 m,
+        zero once reached; the yaw rate is 0 (footwork keeps the guard's facing). Every other kind: zero.
+        Pure and per world, like `step`: vmap it over the batch. With a teacher (`BlockConfig.teacher`)
+        it drives the distillation target (`_distill_target`). Every kind gets a command (zero: stand in
+        the guard), so the teacher pulls the legs in every episode.
+        """
+        me, info = self.me, state.info
+        root = state.data.qpos[me.qpos_adr : me.qpos_adr + 7]
+        rel = jnp.concatenate([info.spot - root[:2], jnp.zeros((1,), jnp.float32)])
+        local = frames.to_heading_frame(self._facing(root[3:7]), rel)[:2]
+        dist = jnp.linalg.norm(local)
+        speed = self.config.walk_speed_mps * jnp.clip(dist / 0.5, 0.0, 1.0)
+        active = (info.kind == WALK) & (info.reached < 0.5)
+        velocity = jnp.where(active, speed * local / jnp.maximum(dist, 1e-6), 0.0)
+        return jnp.concatenate([velocity, jnp.zeros((1,), jnp.float32)]).astype(jnp.float32)
+
+    def _distill_target(self, params: BlockParams, state: State) -> tuple[jax.Array, jax.Array]:
+        """The distillation hook (`boxjax.rl.rollout.has_distill_target`), present with a teacher: the
+        walking teacher's leg actions for this world, in this task's action units, and the leg mask.
+
+        The teacher sees `walk.walk_observation` of our fighter under `teacher_command`. Both tasks set
+        the legs' PD targets to the guard plus a scaled action (block episodes refit only the arms), so
+        its actions carry over, rescaled by the ratio of the two action scales."""
+        t = params.teacher
+        obs = walk.walk_observation(self.me, state.data, self.teacher_command(state))
+        scale = t.action_scale_rad / self.config.action_scale_rad
+        return jnp.clip(scale * teacher_lib.teacher_action(t, obs), -1.0, 1.0), t.leg_mask
+
+    # -- reset pieces ---------------------------------------------------------------------------------
+    def _initial_qpos(self, params: BlockParams, kind, k_noise, k_place) -> jax.Array:
+        """(nq,) the guard with joint noise, our fighter placed for `kind`."""
+        me, cfg = self.me, self.config
+        k_yaw, k_dist = jax.random.split(k_place)
+        noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -cfg.init_noise_rad, cfg.init_noise_rad)
+        qpos = params.template.qpos.at[jnp.asarray(me.act_qpos_adr)].add(noise)
+        root = qpos[me.qpos_adr : me.qpos_adr + 7]
+        yaw = jax.random.uniform(k_yaw, (), jnp.float32, -jnp.pi, jnp.pi)
+        dist = jax.random.uniform(k_dist, (), jnp.float32, *cfg.bag_distance_m)
+        bag_xy = jnp.asarray(self.bag_rest[:2])
+        facing_bag = bag_xy - dist * jnp.stack([jnp.cos(yaw), jnp.sin(yaw)])
+        walk = frames.turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
+        bag = frames.turn_root(root, yaw, facing_bag)
+        root = jnp.where(kind == WALK, walk, jnp.where(kind == BAG, bag, root))
+        return qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
+
+    def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
+        """A command drawn and fitted: (guard pose with the fitted arms (nu,), pose id, glove offsets (2, 3),
+        IK residual); with "ik" ablated, the guard pose itself, pose 0 and no offsets."""
+        cfg = self.config
+        if "ik" in cfg.ablate:
+            zeros = jnp.zeros((2, 3), jnp.float32)
+            return jnp.asarray(self.me.stance_ctrl), jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
+        k_pose, k_jitter = jax.random.split(key)
+        pose = jax.random.randint(k_pose, (), 0, NUM_POSES)
+        jitter = jax.random.uniform(
+            k_jitter, (2, 3), jnp.float32, -cfg.command_jitter_m, cfg.command_jitter_m
+        )
+        angles, residual = self._fit_arms(params, qpos, pose, jitter)
+        pose_ref = jnp.asarray(self.me.stance_ctrl).at[jnp.asarray(self.arm_act)].set(angles)
+        offset = jnp.asarray(self.arm_ik.targets_m)[pose] + jitter
+        return pose_ref, pose, offset, residual
+
+    def _fit_arms(self, params: BlockParams, qpos: jax.Array, pose: jax.Array, jitter: jax.Array):
+        """(arm angles (J,), IK residual ()) of guard `pose` plus `jitter` (2, 3) for our fighter in `qpos`,
+        by `ik.solve_arms` on MJX's kinematics (the CPU path puts MuJoCo C's in its place)."""
+        cfg = self.config
+        arm_ik = dataclasses.replace(self.arm_ik, model=params.ik_model)
+        targets = ik.guard_targets(arm_ik, qpos, pose, jitter)
+        return ik.solve_arms(arm_ik, qpos, targets, cfg.ik_iterations, cfg.ik_damping)
+
+    def _draw_spot(self, qpos: jax.Array, key: jax.Array) -> jax.Array:
+        """(2,) a walk spot `walk_distance_m` from our pelvis in any direction."""
+        k_angle, k_dist = jax.random.split(key)
+        angle = jax.random.uniform(k_angle, (), jnp.float32, -jnp.pi, jnp.pi)
+        dist = jax.random.uniform(k_dist, (), jnp.float32, *self.config.walk_distance_m)
+        return qpos[self.me.qpos_adr : self.me.qpos_adr + 2] + dist * jnp.stack(
+            [jnp.cos(angle), jnp.sin(angle)]
+        )
+
+    # -- step pieces ----------------------------------------------------------------------------------
+    def _follow(self, data, anchor: jax.Array) -> jax.Array:
+        """The opponent's anchor (3,) one control step closer to the one that puts the recording's head
+        on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`."""
+        cfg, adr = self.config, self.me.qpos_adr
+        turn = frames.yaw(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
+        head = data.geom_xpos[self.me.head_geom_id, :2]
+        target = jnp.concatenate([head - frames.turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
+        return block_punch.follow_anchor(
+            anchor,
+            target,
+            cfg.opponent_follow_mps * cfg.control_dt_s,
+            cfg.opponent_turn_radps * cfg.control_dt_s,
+        )
+
+    def _pose_opponent(
+        self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array
+    ) -> mjx.Data:
+        """The puppet at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
+        recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard."""
+        face = kind == FACE
+        at = jnp.where(face, jnp.maximum(frame, 0), 0)
+        pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
+        placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
+        rows = jnp.asarray(self.opponent.mocap_ids)
+        return data.replace(
+            mocap_pos=data.mocap_pos.at[rows].set(
+                jnp.where(face, placed_pos, pos + jnp.asarray(self.park_offset))
+            ),
+            mocap_quat=data.mocap_quat.at[rows].set(jnp.where(face, placed_quat, quat)),
+        )
+
+    def _drive(self, data: mjx.Data, action, info: BlockInfo) -> mjx.Data:
+        """Our PD targets: the episode's reference pose plus the scaled action, clipped to the ranges."""
+        me = self.me
+        lo, hi = jnp.asarray(me.ctrl_range[:, 0]), jnp.asarray(me.ctrl_range[:, 1])
+        offset = self.config.action_scale_rad * action[jnp.asarray(me.action_group)]
+        ctrl = data.ctrl.at[jnp.asarray(me.actuator_ids)].set(jnp.clip(info.pose_ref + offset, lo, hi))
+        return data.replace(ctrl=ctrl)
+
+    def _shove(self, data: mjx.Data, info: BlockInfo, key: jax.Array) -> tuple[mjx.Data, jax.Array]:
+        """The shove episode's kick of our root, on its step: (data, () float32 shoved)."""
+        k_dir, k_speed = jax.random.split(key)
+        shoved = ((info.kind == SHOVE) & (info.step == info.shove_step)).astype(jnp.float32)
+        angle = jax.random.uniform(k_dir, (), jnp.float32, -jnp.pi, jnp.pi)
+        speed = jax.random.uniform(k_speed, (), jnp.float32, *self.config.shove_speed_mps)
+        kick = shoved * speed * jnp.stack([jnp.cos(angle), jnp.sin(angle)])
+        v = self.me.dof_adr
+        return data.replace(qvel=data.qvel.at[v : v + 2].add(kick)), shoved
+
+    def _task(self, data: mjx.Data, info: BlockInfo, fell: jax.Array):
+        """Reward terms, events and info updates of the command, walk, bag and shove kinds
+        (`block_kinds.kind_task`) from stepped `data`."""
+        pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
+        glove_sites = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
+        return block_kinds.kind_task(
+            self.config,
+            info,
+            fell,
+            data.qpos[self.me.qpos_adr : self.me.qpos_adr + 7],
+            glove_sites - data.xpos[self.arm_ik.head_body],
+            pose(self.gloves),
+            pose(self.bag),
+        )
+
+    def _punch_capsules(self, data) -> tuple[vision.Capsules, vision.Capsules]:
+        """The opponent's gloves and our blockers (gloves, forearms) posed as capsules in `data`."""
+        pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
+        return pose(self.opponent_gloves), pose(self.blockers)
+
+    def _score(
+        self, data: mjx.Data, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, target
+    ) -> tuple[jax.Array, jax.Array]:
+        """The opponent's `hand` glove against our `target` in `data` (`block_punch.judge_punch`): (score,
+        reached); with "scoring" ablated, (0, 0)."""
+        if "scoring" in self.config.ablate:
+            return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
+        goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
+        return block_punch.judge_punch(gloves, goals, blockers, hand, target, self.config.reach_m)
+
+    def _see(self, data: mjx.Data) -> jax.Array:
+        """(FRAME_SIZE,) what our fighter sees now (`vision.see`); zeros with "vision" ablated."""
+        if "vision" in self.config.ablate:
+            return jnp.zeros((vision.FRAME_SIZE,), jnp.float32)
+        return vision.see(data, self.vision_index)
+
+    def _observe(self, qpos, qvel, touch, info: BlockInfo, seen, bag_pos) -> jax.Array:
+        """(observation_size,) float32 in the `obs_slices` layout."""
+        me = self.me
+        root_q, root_v = me.qpos_adr, me.dof_adr
+        quat = qpos[root_q + 3 : root_q + 7]
+        facing = self._facing(quat)
+        kind = jax.nn.one_hot(info.kind, len(KINDS), dtype=jnp.float32)
+        guard_arms = jnp.asarray(me.stance_ctrl[self.arm_act])
+        command = jnp.concatenate(
+            [
+                jax.nn.one_hot(info.command, NUM_POSES, dtype=jnp.float32),
+                info.command_offset.reshape(-1),
+                info.pose_ref[jnp.asarray(self.arm_act)] - guard_arms,
+            ]
+        )
+        spot = frames.to_heading_frame(
+            facing, jnp.concatenate([info.spot - qpos[root_q : root_q + 2], jnp.zeros(1)])
+        )
+        walk = jnp.concatenate([spot[:2], jnp.linalg.norm(spot[:2], keepdims=True)])
+        bag = frames.to_heading_frame(facing, bag_pos - qpos[root_q : root_q + 3])
+        parts = [
+            qpos[jnp.asarray(me.act_qpos_adr)],
+            0.1 * qvel[jnp.asarray(me.act_dof_adr)],
+            jnp.stack([qpos[root_q + 2] - self.guard_height]),
+            rewards.gravity_in_frame(quat),
+            rewards.quat_rotate_inverse(quat, qvel[root_v : root_v + 3]),
+            0.25 * qvel[root_v + 3 : root_v + 6],
+            touch / self.body_weight_n,
+            info.prev_action,
+            seen,
+            kind,
+            command * kind[COMMAND],
+            walk * kind[WALK],
+            bag * kind[BAG],
+        ]
+        return jnp.concatenate([jnp.asarray(p, jnp.float32).reshape(-1) for p in parts])
+
+    def _facing(self, quat: jax.Array) -> jax.Array:
+        """() the direction our fighter faces (rad about +z): the pelvis yaw less the guard's hip turn, as
+        `boxjax.envs.walk.env.heading` (0 for the guard of the face episodes, looking at the opponent)."""
+        return frames.yaw(quat) - self.guard_yaw
+
+    def _rewards(self, data, touch, action, info: BlockInfo):
+        """The terms every kind shares (around the episode's reference pose) and the fall flag."""
+        cfg, me = self.config, self.me
+        quat = data.qpos[me.qpos_adr + 3 : me.qpos_adr + 7]
+        gravity = rewards.gravity_in_frame(quat)
+        height = data.qpos[me.qpos_adr + 2]
+        joints = data.qpos[jnp.asarray(me.act_qpos_adr)]
+        pose_factor = jnp.where(
+            info.kind == WALK, cfg.pose_weight_walk, jnp.where(info.kind == BAG, cfg.pose_weight_bag, 1.0)
+        )
+        w_pose = cfg.w_pose * pose_factor
+        terms = {
+            "alive": jnp.float32(cfg.w_alive),
+            "pose": w_pose * rewards.pose_tracking(joints, info.pose_ref, 0.05 * self.nu),
+            "height": cfg.w_height * rewards.height_tracking(height, self.guard_height, 0.01),
+            "upright": cfg.w_upright * rewards.upright(gravity),
+            "feet": cfg.w_feet * rewards.feet_support(touch, self.body_weight_n),
+            "action_rate": -cfg.w_action_rate * rewards.action_rate(action, info.prev_action),
+        }
+        fell = (height < cfg.fall_height_fraction * self.guard_height) | (
+            rewards.upright(gravity) < cfg.fall_upright_cos
+        )
+        return terms, fell.astype(jnp.float32)
+
+    @staticmethod
+    def metric_names() -> tuple[str, ...]:
+        """Names of the per-step metrics every step returns (`State.metrics` keys), sorted."""
+        names = [f"reward/{k}" for k in REWARD_TERMS] + list(physics.FIGURE_NAMES)
+        names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
+        return tuple(sorted(names))
+
+    def _zero_metrics(self) -> dict[str, jax.Array]:
+        return {k: jnp.zeros((), jnp.float32) for k in self.metric_names()}

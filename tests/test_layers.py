@@ -1,0 +1,78 @@
+"""The package's layers: imports point one way, mjcf -> physics -> envs -> rl (models below envs and rl),
+and every registered task builds from its package's `TASK`."""
+
+import ast
+import pathlib
+
+import pytest
+
+from boxjax import envs
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "boxjax"
+LAYERS = {
+    "boxjax": 0,
+    "boxjax.ranges": 0,
+    "boxjax.platform": 0,
+    "boxjax.mjcf": 1,
+    "boxjax.physics": 2,
+    "boxjax.models": 2,
+    "boxjax.envs": 3,
+    "boxjax.rl": 4,
+}
+"""A module may import modules of its own layer or a lower one."""
+
+
+def _layer(module: str) -> int:
+    """The layer of a `boxjax...` module: that of its longest listed prefix."""
+    if module == "boxjax":
+        return LAYERS[module]
+    parts = module.split(".")
+    for n in range(len(parts), 1, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return LAYERS[".".join(parts[:n])]
+    raise AssertionError(f"{module} is in no layer")
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """The boxjax modules a file imports (module-level and inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in found if m == "boxjax" or m.startswith("boxjax.")}
+
+
+def _module(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_imports_point_one_way():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        here = _module(path)
+        for imported in _imports(path):
+            # `from boxjax.envs import X` also yields "boxjax.envs.X": judge the deepest name that is a module
+            if _layer(imported) > _layer(here):
+                wrong.append(f"{here} imports {imported}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_layer_violation_would_be_found():
+    assert _layer("boxjax.rl.ppo") > _layer("boxjax.envs.walk.teacher") > _layer("boxjax.models.checkpoint")
+    with pytest.raises(AssertionError, match="in no layer"):
+        _layer("boxjax.newpackage.x")
+
+
+@pytest.mark.parametrize("name", envs.TASKS)
+def test_every_registered_task_has_its_config_and_env(name):
+    spec = envs.task(name)
+    assert isinstance(spec, envs.Task) and spec.fighters in (0, 1, 2)
+    assert (spec.config is None) == (spec.fighters == 0)
+
+
+def test_unknown_task_is_named():
+    with pytest.raises(ValueError, match="unknown task 'box'; valid: stance, block, walk, reach"):
+        envs.make("box")

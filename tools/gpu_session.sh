@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# What one GPU-machine session runs, phase by phase (each phase fits one 10-minute device call).
+# Usage, on the GPU machine after ../shared/gpu's wheel install:  bash tools/gpu_session.sh PHASE
+# Logs and result rows land in $OUT (bundled as one tarball) so they can be committed under results/.
+set -u
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BOXJAX_CACHE=/tmp/bxcache
+export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+log() { echo "== $(date -u +%FT%TZ) $*" | tee -a "$OUT/logs/session.txt"; }
+bundle() { tar czf "$OUT/results-$1.tgz" results runs/*/metrics.jsonl runs/*/summary.json "$OUT/logs" 2>/dev/null; }
+
+case "$1" in
+  smoke)
+    log smoke
+    nvidia-smi -L | tee -a "$OUT/logs/session.txt"
+    python3 -c "import jax, mujoco, warp; print(jax.__version__, jax.devices(), mujoco.__version__, warp.config.version)" \
+      2>&1 | tail -1 | tee -a "$OUT/logs/session.txt"
+    ;;
+  tests)
+    log "GPU tests: physics parity and the factor kernel"
+    timeout 300 python3 -m pytest -q -rs tests/test_physics.py tests/test_factor.py -s 2>&1 \
+      | grep -v "^Module " | tee "$OUT/logs/gpu-tests.txt" | tail -30
+    ;;
+  stance)  # stance BODY WORLDS MINUTES [extra args]
+    body=$2; worlds=$3; minutes=$4; shift 4
+    log "stance $body $worlds worlds, $minutes min $*"
+    timeout $((60 * ${minutes%.*} + 150)) python3 experiments/stance.py --platform gpu --body "$body" \
+      --envs "$worlds" --minutes "$minutes" --name "h200-$body-$worlds" "$@" 2>&1 \
+      | grep -v "^Module " | tee "$OUT/logs/stance-$body-$worlds.txt" | tail -25
+    ;;
+  parity)  # the MJX-JAX parity test alone (after the matmul-precision fix)
+    log "parity test, impl jax"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 timeout 280 python3 -m pytest -q -rs tests/test_physics.py -k "jax" 2>&1 | grep -v "^Module " \
+      > "$OUT/logs/gpu-parity.txt"; tail -3 "$OUT/logs/gpu-parity.txt"
+    ;;
+  sweep)  # sweep MINUTES WORLDS: concurrent short simple-body stance runs to pick PPO settings
+    minutes=$2; worlds=$3
+    log "sweep simple $worlds worlds $minutes min, 4 concurrent runs"
+    one() {
+      name=$1; shift
+      XLA_PYTHON_CLIENT_MEM_FRACTION=0.18 timeout $((60 * ${minutes%.*} + 120)) python3 experiments/stance.py --platform gpu --body simple \
+        --envs "$worlds" --unroll 32 --minutes "$minutes" --checkpoint-every 1000 --name "sweep-$name" "$@" \
+        2>&1 | grep -v "^Module " > "$OUT/logs/sweep-$name.txt"
+    }
+    declare -A ARGS=(
+      [base]=""
+      [std16]="--ppo init_log_std=-1.6"
+      [std16lr]="--ppo init_log_std=-1.6 --ppo learning_rate=1e-3"
+      [std16lr-u16]="--ppo init_log_std=-1.6 --ppo learning_rate=1e-3 --unroll 16"
+    )
+    for name in "${!ARGS[@]}"; do one "$name" ${ARGS[$name]} & done
+    wait
+    python3 experiments/run_report.py runs/sweep-* | tee -a "$OUT/logs/session.txt"
+    best=$(python3 experiments/run_report.py --best runs/sweep-*)
+    echo "${ARGS[${best#runs/sweep-}]}" > /tmp/best-args
+    log "best sweep run: $best -> $(cat /tmp/best-args)"
+    ;;
+  solve)  # solve BODY WORLDS [extra args]: one timed time-to-solve run, alone on the GPU (or beside another
+    # through `par`: SOLVE_TAG suffixes the run name, SOLVE_MEM is its GPU memory share, SOLVE_UNROLL its
+    # steps per world, default 16)
+    body=$2; worlds=$3; shift 3
+    run="solve-$body-$worlds${SOLVE_TAG:-}"
+    log "solve $body $worlds $* ($run)"
+    limit=${SOLVE_LIMIT_S:-300}
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${SOLVE_MEM:-0.75} timeout "$limit" python3 experiments/stance.py --platform gpu \
+      --body "$body" --envs "$worlds" --unroll "${SOLVE_UNROLL:-16}" --iterations 3000 --checkpoint-every 100 --name "$run" \
+      $(cat /tmp/best-args 2>/dev/null) "$@" 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+    tail -2 "$OUT/logs/$run.txt"
+    python3 experiments/run_report.py "runs/$run" | tee -a "$OUT/logs/session.txt"
+    mkdir -p "$OUT/$run" && cp runs/$run/{metrics.jsonl,summary.json} "$OUT/$run/"
+    ;;
+  coldsetup)  # coldsetup BODY WORLDS: set-up with empty JAX and Warp caches, Warp's step modules preloaded
+    # side by side (1) and not (0, BOXJAX_WARP_PRELOAD=0), COLD_PRELOADS of them in order (default "1 0");
+    # two iterations each. On a fresh machine the first run fills the session's cache ($BOXJAX_CACHE, still
+    # empty then) so later phases find its kernels; every other run gets a throwaway empty cache.
+    body=$2; worlds=$3
+    for preload in ${COLD_PRELOADS:-1 0}; do
+      run="coldsetup-$body-$worlds-preload$preload"; cache=/tmp/cold-$run
+      [ -e "$BOXJAX_CACHE" ] || cache=$BOXJAX_CACHE
+      log "cold set-up $body $worlds, preload $preload, cache $cache"
+      [ "$cache" = "$BOXJAX_CACHE" ] || rm -rf "$cache"
+      BOXJAX_CACHE=$cache WARP_CACHE_PATH=$cache/warp BOXJAX_WARP_PRELOAD=$preload \
+        timeout "${COLD_LIMIT_S:-200}" python3 experiments/stance.py --platform gpu --body "$body" --envs "$worlds" \
+        --unroll 32 --iterations 2 --name "$run" 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+      python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[1], s['setup_s'], \
+s['setup_phases_s'], s['setup_marks_s'])" "runs/$run/summary.json" 2>&1 | tail -1 | tee -a "$OUT/logs/session.txt"
+      mkdir -p "$OUT/$run" && cp "runs/$run/summary.json" "$OUT/$run/" 2>/dev/null
+    done
+    ;;
+  bench)  # bench BODIES WORLDS
+    log "bench $2 at $3"
+    timeout "${BENCH_LIMIT_S:-540}" python3 experiments/bench.py --platform gpu --bodies "$2" --worlds "$3" --unroll 16 \
+      --price "H200 (cloud, on-demand)" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/bench.txt" | tail -25
+    ;;
+  factor)
+    log "factor bench"
+    timeout "${FACTOR_LIMIT_S:-420}" python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
+    ;;
+  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its policy comes back in $OUT as walk-BODY.msgpack (with the metrics)
+    body=$2; minutes=$3; shift 3
+    log "walk $body $minutes min $*"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${WALK_MEM:-0.75} timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
+      --unroll 32 --minutes "$minutes" --checkpoint-every 50 --name "walk-$body" "$@" 2>&1 \
+      | grep -v "^Module " > "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
+    python3 -c "import sys, json; from boxjax.envs.walk import teacher; \
+print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['source_step']))" \
+      "runs/walk-$body/checkpoints" "$body" "$OUT/walk-$body.msgpack" 2>&1 | tail -1
+    cp runs/walk-$body/metrics.jsonl "$OUT/walk-$body-metrics.jsonl"
+    ;;
+  block)  # block BODIES SHAPES [extra]: the blocking-task bench (iteration and its breakdown); with
+    # `--trace DIR` the perfetto traces come back flat in $OUT/traces/ (nested folders do not come back)
+    bodies=$2; shapes=$3; shift 3
+    log "block bench $bodies at $shapes $*"
+    timeout "${BLOCK_LIMIT_S:-400}" python3 experiments/bench_block.py --platform gpu --bodies "$bodies" \
+      --shapes "$shapes" "$@" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/block.txt" | tail -20
+    args=("$@")
+    for i in "${!args[@]}"; do
+      [ "${args[$i]}" = --trace ] || continue
+      mkdir -p "$OUT/traces"
+      find "${args[$((i + 1))]}" -name perfetto_trace.json.gz | while read -r trace; do
+        shape=${trace#"${args[$((i + 1))]}"/}; cp "$trace" "$OUT/traces/${shape%%/*}-$(date +%s%N).json.gz"
+      done
+    done
+    ;;
+  graphs)  # graphs BODY SHAPE [extra]: the block iteration once per MuJoCo Warp graph mode (GRAPH_MODES,
+    # default "warp warp_staged_ex"), each with its CUDA graphs captured per iteration (it_graph_captures)
+    body=$2; shape=$3; shift 3
+    for mode in ${GRAPH_MODES:-warp warp_staged_ex}; do
+      bash "$0" block "$body" "$shape" --iteration-only --graph-mode "$mode" --out "$OUT/bench" "$@"
+    done
+    ;;
+  levers)  # levers BODY SHAPE [extra]: the block iteration once per LEVERS entry: "built" as built, else
+    # NAME=VALUE[,NAME=VALUE] MuJoCo options for --mj-option (default "built ccd_iterations=35 ccd_iterations=8").
+    # Each entry is one bench of up to BLOCK_LIMIT_S: keep entries x BLOCK_LIMIT_S inside the device call's
+    # 600 s. On one H200 (2026-12-02): on a fresh machine ~100 s of Warp compiling before the reset, then
+    # up to 200 s of XLA compiling the iteration (180 s cut all three benches of a fresh start); once compiled
+    # (a later bench, new options) ~60 s. Options go in LEVERS only: an --mj-option among the extra
+    # arguments would override every entry's.
+    body=$2; shape=$3; shift 3
+    for arg in "$@"; do
+      case $arg in --mj-o*) log "levers: put MuJoCo options in LEVERS, not among the extra arguments"; exit 2 ;; esac
+    done
+    for lever in ${LEVERS:-built ccd_iterations=35 ccd_iterations=8}; do
+      options=(); [ "$lever" != built ] && for o in ${lever//,/ }; do options+=(--mj-option "$o"); done
+      bash "$0" block "$body" "$shape" --iteration-only --out "$OUT/bench" "${options[@]}" "$@"
+    done
+    ;;
+  learn)  # learn BODY MINUTES [INIT]: the block learning check, one run per LEARN_FACTORS entry side by side
+    # (default "fused stock": the factor kernel on and off, same seed), and per LEARN_SHAPES entry
+    # (WORLDSxUNROLL, e.g. "2048x16 4096x8"; default: block.py's own shape);
+    # LEARN_TAG suffixes the run names (a second check on the same machine); LEARN_RESUME=1 continues them;
+    # LEARN_ARGS adds block.py arguments (e.g. --teacher)
+    # LEARN_MEM: each run's GPU memory share (default 0.9 / runs)
+    body=$2; minutes=$3; init=${4:+--init $4}
+    factors=(${LEARN_FACTORS:-fused stock}); shapes=(${LEARN_SHAPES:-default})
+    for shape in "${shapes[@]}"; do
+      [[ $shape == default || $shape =~ ^[0-9]+x[0-9]+$ ]] || { log "bad LEARN_SHAPES entry '$shape' (WORLDSxUNROLL)"; exit 2; }
+    done
+    mem=${LEARN_MEM:-$(awk -v n=$((${#factors[@]} * ${#shapes[@]})) 'BEGIN { printf "%.2f", 0.9 / n }')}
+    log "block learning check $body $minutes min, ${factors[*]} ${LEARN_SHAPES:-} ${4:+from $4} ${LEARN_ARGS:-}, memory $mem each"
+    for factor in "${factors[@]}"; do
+      for shape in "${shapes[@]}"; do
+        run="learn-$body-$factor${LEARN_TAG:-}"; sized=""
+        [ "$shape" != default ] && run="$run-$shape" && sized="--envs ${shape%x*} --unroll ${shape#*x}"
+        from=$init; [ -n "${LEARN_RESUME:-}" ] && from="--resume runs/$run/checkpoints"
+        XLA_PYTHON_CLIENT_MEM_FRACTION=$mem timeout "${LEARN_LIMIT_S:-360}" python3 experiments/block.py \
+          --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 --checkpoint-every 100000 \
+          --factor $factor --seed 0 --name "$run" $sized $from ${LEARN_ARGS:-} 2>&1 | grep -v "^Module " >> "$OUT/logs/$run.txt" &
+      done
+    done
+    wait
+    tail -n 2 "$OUT"/logs/learn-$body-*.txt
+    python3 experiments/learn_report.py runs/learn-$body-*${LEARN_TAG:-}${LEARN_SHAPES:+*} | tee "$OUT/logs/learn-report-$body.txt"
+    for run in runs/learn-$body-*${LEARN_TAG:-}${LEARN_SHAPES:+*}; do
+      mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
+      # the converted stance checkpoint (model only): a later session's --init without a stance solve
+      [ -d "$run/init-from-stance" ] && tar czf "$OUT/${run#runs/}/init-from-stance.tgz" -C "$run" init-from-stance
+    done
+    ;;
+  stance-ckpt)  # stance-ckpt BODY: a stance solve whose checkpoints start a learning check (runs/stance-BODY).
+    # At most SOLVE_LIMIT_S (default 260 s; checkpoints every 25 iterations, so a run cut short still leaves one)
+    body=$2
+    log "stance solve for the learning check: $body"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${STANCE_MEM:-0.75} timeout "${SOLVE_LIMIT_S:-260}" python3 experiments/stance.py \
+      --platform gpu --body "$body" --iterations 3000 --checkpoint-every 25 --name "stance-$body" 2>&1 | grep -v "^Module " > "$OUT/logs/stance-$body.txt"
+    tail -2 "$OUT/logs/stance-$body.txt"
+    ;;
+  stance-then-learn)  # stance-then-learn BODY MINUTES: `stance-ckpt BODY`, then `learn` from its checkpoint
+    # (LEARN_LIMIT_S default 300 s here). One 10-minute call.
+    body=$2
+    bash "$0" stance-ckpt "$body"
+    if [ -d "runs/stance-$body/checkpoints" ]; then
+      LEARN_LIMIT_S=${LEARN_LIMIT_S:-300} bash "$0" learn "$body" "$3" "runs/stance-$body/checkpoints"
+    else
+      log "no stance checkpoint: learning check skipped"
+    fi
+    ;;
+  par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS",
+    # split like a shell line (quote values with spaces: "LEARN_FACTORS='fused stock' learn simple 3"); give
+    # each GPU phase a memory share (STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt
+    shift; n=0; rm -f "$OUT"/par-*.txt
+    for spec in "$@"; do
+      eval "words=($spec)"; vars=()
+      while [[ "${words[0]:-}" == *=* ]]; do vars+=("${words[0]}"); words=("${words[@]:1}"); done
+      n=$((n + 1)); env "${vars[@]}" bash "$0" "${words[@]}" > "$OUT/par-$n.txt" 2>&1 &
+    done
+    wait
+    tail -n 4 "$OUT"/par-*.txt
+    ;;
+  physprof)  # physprof [profile_physics.py args]: MuJoCo Warp's step per traced function, per model variant
+    shift
+    log "physics profile $*"
+    timeout "${PROF_LIMIT_S:-300}" python3 experiments/profile_physics.py --out "$OUT/physprof.jsonl" "$@" 2>&1 \
+      | grep -v "^Module " | tee -a "$OUT/logs/physprof.txt" | tail -150
+    ;;
+  cpu)  # cpu [bench_cpu.py args, e.g. --task block --body muscular]: the CPU path on this machine's cores
+    shift
+    log "cpu bench $*"
+    timeout "${CPU_LIMIT_S:-200}" python3 experiments/bench_cpu.py "$@" 2>&1 | tee -a "$OUT/logs/cpu.txt" | tail -20
+    ;;
+  bundle)
+    bundle "$2"
+    ;;
+esac
