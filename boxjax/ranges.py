@@ -87,8 +87,8 @@ def check_fields(config: Any, ranges: Mapping[str, Range]) -> None:
 
 
 def numeric_fields(config_type: type) -> tuple[str, ...]:
-    """The fields of a config dataclass whose default is a number or a tuple of numbers (those `check_fields`
-    must cover)."""
+    """The fields of a config dataclass whose default is a number or a non-empty tuple of numbers (those
+    `check_fields` must cover; an empty tuple, like `BlockConfig.ablate`, holds names)."""
 
     def numeric(value: Any) -> bool:
         return not isinstance(value, bool) and isinstance(value, int | float)
@@ -97,5 +97,5 @@ def numeric_fields(config_type: type) -> tuple[str, ...]:
     return tuple(
         f.name
         for f in fields
-        if numeric(f.default) or (isinstance(f.default, tuple) and all(numeric(v) for v in f.default))
+        if numeric(f.default) or (isinstance(f.default, tuple) and f.default and all(map(numeric, f.default)))
     )
