@@ -295,3 +295,13 @@ def test_mj_options_are_typed_and_bad_ones_named():
     ):
         with pytest.raises(ValueError, match=message):
             bench_block.parse_mj_options([item])
+
+
+def test_rows_name_the_commit_of_this_checkout_or_the_one_stated(monkeypatch):
+    import bench
+
+    monkeypatch.delenv("BOXJAX_COMMIT", raising=False)
+    found = bench.commit()
+    assert found == "unknown" or len(found.removesuffix("+dirty")) == 40
+    monkeypatch.setenv("BOXJAX_COMMIT", "0123abc")
+    assert bench.commit() == "0123abc"
