@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What one GPU-machine session runs, phase by phase (each phase fits one 10-minute device call).
 # Usage, on the GPU machine after ../shared/gpu's wheel install:  bash tools/gpu_session.sh PHASE
-# Logs and result rows land in $OUT (bundled as one tarball) so they can be committed under results/.
+# Logs and result rows land in $OUT; benchmark rows belong under results/bench/, logs stay out of the tree.
+# The machine's copy of the tree keeps the session's first git commit: start the call with
+# `BOXJAX_COMMIT=$(git rev-parse HEAD)` (run here) so the rows name the code they measured.
 set -u
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BOXJAX_CACHE=/tmp/bxcache
 export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
