@@ -178,7 +178,7 @@ def measure(
 
     ts = init_train_state(env, config, key)
     iteration = make_train_iteration(env, config)
-    ts, rs = ppo._own_buffers((ts, rs))
+    ts, rs = ppo.own_buffers((ts, rs))
     tick = time.perf_counter()
     ts, rs, metrics = iteration(ts, rs, params)
     jax.block_until_ready(metrics)

@@ -303,7 +303,7 @@ def time_iteration(
     )
     key = jax.random.PRNGKey(0)
     zeros = jnp.zeros((worlds,), jnp.float32)
-    ts, rs = ppo._own_buffers(
+    ts, rs = ppo.own_buffers(
         (
             init_train_state(env, config, key),
             RolloutState(env=first, episode_return=zeros, episode_length=zeros),

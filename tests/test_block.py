@@ -795,7 +795,7 @@ def _rollout(e, p, key, num_envs):
 def test_trains_without_retrace():
     e = env()
     key = jax.random.PRNGKey(0)
-    ts, rs = ppo._own_buffers((init_train_state(e, CONFIG, key), _rollout(e, params(), key, WORLDS)))
+    ts, rs = ppo.own_buffers((init_train_state(e, CONFIG, key), _rollout(e, params(), key, WORLDS)))
     for _ in range(2):
         ts, rs, metrics = iteration()(ts, rs, params())
     assert iteration()._cache_size() == 1

@@ -116,7 +116,7 @@ def test_training_goes_on_finite_past_a_nan_world():
     train_state = init_train_state(env, CONFIG, jax.random.PRNGKey(0))
     state = init_rollout(env, env.default_params(), jax.random.PRNGKey(1), WORLDS)
     state = state.replace(env=state.env.replace(data=state.env.data.at[5].set(jnp.inf)))
-    train_state, state = ppo._own_buffers((train_state, state))  # the iteration donates every leaf
+    train_state, state = ppo.own_buffers((train_state, state))  # the iteration donates every leaf
     before = jax.tree.map(np.asarray, train_state.params)
     train_state, state, metrics = iterate(train_state, state, env.default_params())
     assert float(metrics["env/" + NONFINITE_WORLDS]) == 1.0

@@ -68,7 +68,7 @@ def _iteration_checks(out: dict) -> None:
     params = env.default_params()
     ts, rs = init_train_state(env, CONFIG, key), init_rollout(env, params, key, CONFIG.num_envs)
     one = make_train_iteration(env, CONFIG)
-    ts1, rs1 = ppo._own_buffers((ts, rs))
+    ts1, rs1 = ppo.own_buffers((ts, rs))
     for split_minibatches in (False, True):
         config = dataclasses.replace(CONFIG, num_devices=2)
         if split_minibatches:

@@ -120,7 +120,7 @@ def _toy_states(seed, config=TOY_CONFIG):
     key = jax.random.PRNGKey(seed)
     ts = init_train_state(env, config, key)
     rs = init_rollout(env, env.default_params(), key, config.num_envs)
-    return ppo._own_buffers((ts, rs))
+    return ppo.own_buffers((ts, rs))
 
 
 def test_iteration_compiles_once_and_has_no_float64():

@@ -197,7 +197,7 @@ def test_bad_body_and_option_are_named():
 def test_fused_stance_iteration_runs_without_retrace():
     e = env()
     key = jax.random.PRNGKey(0)
-    ts, rs = ppo._own_buffers((init_train_state(e, CONFIG, key), init_rollout(e, params(), key, WORLDS)))
+    ts, rs = ppo.own_buffers((init_train_state(e, CONFIG, key), init_rollout(e, params(), key, WORLDS)))
     fn = make_train_iteration(e, CONFIG)
     for _ in range(3):
         ts, rs, metrics = fn(ts, rs, params())

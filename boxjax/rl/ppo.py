@@ -238,7 +238,7 @@ def _to_host(metrics: dict[str, jax.Array]) -> dict[str, float]:
     return {k: float(np.asarray(v)) for k, v in host.items()}
 
 
-def _own_buffers(tree: Any) -> Any:
+def own_buffers(tree: Any) -> Any:
     """Copy every leaf to the default device, committed, so no two leaves share a buffer (the iteration
     donates them all) and the first call sees the same argument placement as the later ones (no retrace)."""
     device = jax.devices()[0]
@@ -443,7 +443,7 @@ def train_run(
     devices = sharding.resolve_devices(config.num_devices)
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:
-        states = _own_buffers(_initial_state(env, config, env_params, key, resume, init, None))
+        states = own_buffers(_initial_state(env, config, env_params, key, resume, init, None))
         iteration_fn = make_train_iteration(env, config)
     else:
         states = _initial_state(env, config, env_params, key, resume, init, dp)
