@@ -27,7 +27,8 @@ platform.add_xla_flags(TEST_XLA_FLAGS)
 # Hermetic and as on a fresh CI machine: the cache starts empty with every run (the training CLIs'
 # `platform.configure` would otherwise point JAX at ~/.cache/boxjax, filled by earlier runs), yet a program
 # that several tests or processes compile alike (the same env and config) compiles once per run. Set through
-# the environment so that subprocesses (the two-device checks, the CLI runs) share it too.
+# the environment so that subprocesses share it too (the two-device checks; a CLI's `platform.configure`
+# still points at its own cache).
 os.environ["JAX_COMPILATION_CACHE_DIR"] = RUN_CACHE_DIR
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1.0"
 
