@@ -3,13 +3,17 @@
 import os
 import shutil
 import tempfile
+from importlib.metadata import version
 
 from boxjax import platform
 
+LEGACY_FUSION_EMITTER = tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11)
+"""XLA knows `--xla_cpu_use_fusion_emitters` in jaxlib 0.10 (the CI's) but not in 0.11.2 (the GPU machine's),
+where an unknown flag aborts the process."""
 TEST_XLA_FLAGS = (
     "--xla_backend_optimization_level=0",
     "--xla_llvm_disable_expensive_passes=true",
-    "--xla_cpu_use_fusion_emitters=false",
+    *(("--xla_cpu_use_fusion_emitters=false",) if LEGACY_FUSION_EMITTER else ()),
 )
 MADE_CACHE_DIR = "BOXJAX_TEST_CACHE_DIR" not in os.environ
 if MADE_CACHE_DIR:

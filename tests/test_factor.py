@@ -24,12 +24,16 @@ import pytest
 import warp as wp
 
 from boxjax.physics import _synthetic, factor, factor_patch
+from boxjax.physics.mjx import quiet
 
 RTOL = 1e-5
 """Normwise relative error allowed for a float32 factor/solve against the float64 reference."""
 OUTPUTS = ("qLD", "qLDiagInv", "x")
 EPISODE_TOL = 1e-5
 """Joint-angle difference (rad) allowed after a 1,000-step episode, fused vs stock."""
+STEP_TOL = 1e-5
+"""Joint-angle difference (rad) allowed after 1 and 5 physics steps from identical states, fused vs stock
+(issue 26's bound: a 1,000-step episode drifts apart chaotically, a few steps must not)."""
 BODIES = ("synthetic", "muscular")
 
 
@@ -426,6 +430,31 @@ def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> 
     return np.asarray(qpos)
 
 
+def steps_from(body: str, variant: str, states: dict, steps: int) -> np.ndarray:
+    """(steps, nworld, nq) qpos of `steps` vmapped `mjx.step`s (impl="warp") from the (nworld, nq) `qpos`,
+    (nworld, nv) `qvel` and (nworld, nu) `ctrl` in `states`, ctrl held; "fused" installs our factorisation."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    if variant == "fused":
+        factor_patch.install()
+    model = _model(body)
+    mx = quiet(mjx.put_model(model, impl="warp"))
+    nworld = len(states["qpos"])
+    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+    dd = jax.vmap(lambda q, v, c: d0.replace(qpos=q, qvel=v, ctrl=c))(
+        *(jnp.asarray(states[k], jnp.float32) for k in ("qpos", "qvel", "ctrl"))
+    )
+
+    def one(d, _):
+        d = jax.vmap(lambda d: mjx.step(mx, d))(d)
+        return d, d.qpos
+
+    _, qpos = jax.jit(lambda d: jax.lax.scan(one, d, None, length=steps))(dd)
+    return np.asarray(qpos)
+
+
 def _gpu() -> bool:
     import jax
 
@@ -458,9 +487,11 @@ def test_gpu_factor_matches_stock(body):
     _check(ours, {**s, "stock": stock}, stock)
 
 
-def _episode_subprocess(body: str, variant: str, steps: int, nworld: int, out: str) -> np.ndarray:
+def _episode_subprocess(
+    body: str, variant: str, steps: int, nworld: int, out: str, *extra: str
+) -> np.ndarray:
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", JAX_PLATFORMS="cuda")
-    cmd = [sys.executable, __file__, body, variant, str(steps), str(nworld), out]
+    cmd = [sys.executable, __file__, body, variant, str(steps), str(nworld), out, *extra]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return np.load(out)
@@ -486,6 +517,68 @@ def test_gpu_episode_matches_stock(name):
     assert err <= max(EPISODE_TOL, 10 * floor)
 
 
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_steps_from_identical_states_match_stock():
+    """The muscular body: 32 states from a stock episode (8 worlds at steps 50, 100, 150, 200 of random-walk
+    targets), then 1 and 5 physics steps from each with our factorisation and with stock's, in separate
+    processes; a second stock run gives the noise floor."""
+    name = "muscular"
+    model = _model(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = _episode_subprocess(name, "states", 200, 8, os.path.join(tmp, "states.npz"))
+        states = {k: trace[k] for k in ("qpos", "qvel", "ctrl")}
+        np.savez(os.path.join(tmp, "from.npz"), **states)
+        runs = {
+            v: dict(_episode_subprocess(name, v.split("-")[0], 5, 0, f"{tmp}/{v}.npz", f"{tmp}/from.npz"))
+            for v in ("stock", "fused", "stock-again")
+        }
+    # our kernel ran for every world at every step of the fused run, and never in the stock ones
+    assert int(runs["fused"]["factorizations"]) >= 5 * 32 and int(runs["stock"]["factorizations"]) == 0
+    angles = {v: _joint_angles(model, r["qpos"]) for v, r in runs.items()}
+    for n in (1, 5):
+        err = float(np.abs(angles["fused"][n - 1] - angles["stock"][n - 1]).max())
+        floor = float(np.abs(angles["stock-again"][n - 1] - angles["stock"][n - 1]).max())
+        print(f"{name}, {n} step(s) from 32 states: fused vs stock {err:.3g} rad, stock vs stock {floor:.3g}")
+        assert np.all(np.isfinite(runs["fused"]["qpos"])) and err <= STEP_TOL
+
+
+def _states(body: str, steps: int, nworld: int) -> dict:
+    """Stock episode states (qpos, qvel, ctrl) of `nworld` worlds at every 50th of `steps` steps, stacked."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    model = _model(body)
+    mx = quiet(mjx.put_model(model, impl="warp"))
+    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.nkey - 1)
+    lo, hi = model.actuator_ctrlrange.T
+    walk = np.cumsum(np.random.default_rng(0).normal(0.0, 0.02, (steps, nworld, model.nu)), axis=0)
+    ctrl = np.clip(walk, lo, hi).astype(np.float32)
+    dd = jax.vmap(lambda q: d0.replace(qpos=q))(
+        jnp.asarray(np.repeat(data.qpos[None], nworld, 0), jnp.float32)
+    )
+
+    def one(d, c):
+        d = jax.vmap(lambda d, c: mjx.step(mx, d.replace(ctrl=c)))(d, c)
+        return d, (d.qpos, d.qvel, d.ctrl)
+
+    _, (qpos, qvel, held) = jax.jit(lambda d, c: jax.lax.scan(one, d, c))(dd, jnp.asarray(ctrl))
+    picks = np.arange(49, steps, 50)
+    return {
+        k: np.asarray(v)[picks].reshape(-1, v.shape[-1])
+        for k, v in (("qpos", qpos), ("qvel", qvel), ("ctrl", held))
+    }
+
+
 if __name__ == "__main__":
     _body, _variant, _steps, _nworld, _out = sys.argv[1:6]
-    np.save(_out, episode(_body, _variant, int(_steps), int(_nworld)))
+    if _variant == "states":
+        np.savez(_out, **_states(_body, int(_steps), int(_nworld)))
+    elif len(sys.argv) > 6:
+        _qpos = steps_from(_body, _variant, dict(np.load(sys.argv[6])), int(_steps))
+        np.savez(_out, qpos=_qpos, factorizations=factor_patch.factorizations())
+    else:
+        np.save(_out, episode(_body, _variant, int(_steps), int(_nworld)))
