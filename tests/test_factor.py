@@ -400,17 +400,19 @@ def _joint_angles(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
 def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> np.ndarray:
     """(steps, nworld, nq) qpos of an episode of vmapped `mjx.step` (impl="warp") with fixed random-walk
     position targets; `variant` "fused" installs our factorisation first, "stock" does not."""
+    return _trace(body, variant, steps, nworld, seed)[0]
+
+
+def _trace(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """(qpos, qvel, ctrl) at every step of `episode`'s run, each (steps, nworld, ...)."""
     import jax
     import jax.numpy as jnp
     from mujoco import mjx
-    from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
 
     if variant == "fused":
         factor_patch.install()
     model = _model(body)
-    mx = mjx.put_model(model, impl="warp")
-    quiet = int(OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS))
-    mx = mx.tree_replace({"opt._impl.warn_overflow": quiet})
+    mx = quiet(mjx.put_model(model, impl="warp"))
     d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
     key = np.random.default_rng(seed)
     data = mujoco.MjData(model)
@@ -424,10 +426,10 @@ def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> 
 
     def one(d, c):
         d = jax.vmap(lambda d, c: mjx.step(mx, d.replace(ctrl=c)))(d, c)
-        return d, d.qpos
+        return d, (d.qpos, d.qvel, d.ctrl)
 
-    _, qpos = jax.jit(lambda d, c: jax.lax.scan(one, d, c))(dd, jnp.asarray(ctrl))
-    return np.asarray(qpos)
+    _, trace = jax.jit(lambda d, c: jax.lax.scan(one, d, c))(dd, jnp.asarray(ctrl))
+    return tuple(np.asarray(x) for x in trace)
 
 
 def steps_from(body: str, variant: str, states: dict, steps: int) -> np.ndarray:
@@ -545,31 +547,10 @@ def test_gpu_steps_from_identical_states_match_stock():
 
 def _states(body: str, steps: int, nworld: int) -> dict:
     """Stock episode states (qpos, qvel, ctrl) of `nworld` worlds at every 50th of `steps` steps, stacked."""
-    import jax
-    import jax.numpy as jnp
-    from mujoco import mjx
-
-    model = _model(body)
-    mx = quiet(mjx.put_model(model, impl="warp"))
-    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
-    data = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, data, model.nkey - 1)
-    lo, hi = model.actuator_ctrlrange.T
-    walk = np.cumsum(np.random.default_rng(0).normal(0.0, 0.02, (steps, nworld, model.nu)), axis=0)
-    ctrl = np.clip(walk, lo, hi).astype(np.float32)
-    dd = jax.vmap(lambda q: d0.replace(qpos=q))(
-        jnp.asarray(np.repeat(data.qpos[None], nworld, 0), jnp.float32)
-    )
-
-    def one(d, c):
-        d = jax.vmap(lambda d, c: mjx.step(mx, d.replace(ctrl=c)))(d, c)
-        return d, (d.qpos, d.qvel, d.ctrl)
-
-    _, (qpos, qvel, held) = jax.jit(lambda d, c: jax.lax.scan(one, d, c))(dd, jnp.asarray(ctrl))
     picks = np.arange(49, steps, 50)
+    trace = _trace(body, "stock", steps, nworld)
     return {
-        k: np.asarray(v)[picks].reshape(-1, v.shape[-1])
-        for k, v in (("qpos", qpos), ("qvel", qvel), ("ctrl", held))
+        k: v[picks].reshape(-1, v.shape[-1]) for k, v in zip(("qpos", "qvel", "ctrl"), trace, strict=True)
     }
 
 
