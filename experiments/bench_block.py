@@ -72,6 +72,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="comma list of WORLDSxSTEPS (default: 2048x16,4096x8 on GPU, 4x4,8x4 on CPU)",
     )
+    p.add_argument(
+        "--opponents",
+        default=None,
+        help="comma list of simulated, puppet (default: both on GPU, simulated on CPU)",
+    )
     p.add_argument("--teacher", default="", help="'' none, shipped, untrained, or a teacher file / walk dir")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
@@ -189,17 +194,17 @@ def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: d
 
 
 def time_variant(
-    name: str, body: str, worlds: int, unroll: int, repeats: int, first
+    name: str, body: str, worlds: int, unroll: int, repeats: int, first, physics: dict | None = None
 ) -> tuple[float, float, float]:
     """(first-call s incl. compile, best s per `unroll` steps of all worlds, peak overflowing worlds),
-    starting from (and auto-resetting to) the batched reset state `first`."""
+    starting from (and auto-resetting to) the batched reset state `first`; `physics` as `variant_env`."""
     import jax
     import jax.numpy as jnp
 
     from boxjax.envs.wrappers import autoreset_step
     from boxjax.physics import mjx as physics
 
-    env = variant_env(name, body, worlds)
+    env = variant_env(name, body, worlds, physics=physics)
     params = env.default_params()
     if name == "physics":
 
@@ -272,6 +277,8 @@ class Case:
     """Timed runs (the best counts)."""
     teacher: str = ""
     """The walking teacher beside the policy ("", "untrained", or a teacher file)."""
+    opponent: str = "simulated"
+    """The opponent (`BlockConfig.opponent`)."""
 
 
 def time_iteration(
@@ -366,12 +373,12 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
     return [row for row in rows if row[1] is not None]
 
 
-def iteration_rows(case: Case, step_s: dict, first) -> list[tuple[str, float, str]]:
+def iteration_rows(case: Case, step_s: dict, first, physics: dict) -> list[tuple[str, float, str]]:
     """The iteration's figures and its breakdown, from `time_iteration`, the per-step `step_s` (with the
-    reset's seconds under "reset") and the reset state `first`."""
-    it = time_iteration(case, first)
+    reset's seconds under "reset") and the reset state `first`; `physics` as `variant_env`."""
+    it = time_iteration(case, first, physics)
     unroll = case.unroll
-    ik = step_s["reset"] - time_reset("no_ik", case.body, case.worlds, case.repeats)[0]
+    ik = step_s["reset"] - time_reset("no_ik", case.body, case.worlds, case.repeats, physics)[0]
     parts = {
         "physics": unroll * step_s["physics"],
         "vision": unroll * (step_s["full"] - step_s["no_vision"]),
@@ -385,13 +392,13 @@ def iteration_rows(case: Case, step_s: dict, first) -> list[tuple[str, float, st
     return rows + [(f"it_{part}_s", parts[part], "s") for part in ITERATION_PARTS]
 
 
-def measure(body: str, worlds: int, unroll: int, repeats: int):
-    """Every env-step figure of one body at one world count: ([(metric, value, unit)],
-    {variant: s per step, "reset": s per reset of every world}, the batched reset state)."""
-    reset_s, first = time_reset("full", body, worlds, repeats)
+def measure(body: str, worlds: int, unroll: int, repeats: int, physics: dict):
+    """Every env-step figure of one body at one world count (`physics` as `variant_env`): ([(metric,
+    value, unit)], {variant: s per step, "reset": s per reset of every world}, the batched reset state)."""
+    reset_s, first = time_reset("full", body, worlds, repeats, physics)
     seconds, rows = {}, [("reset_ms", 1e3 * reset_s, "ms")]
     for name in VARIANTS:
-        first_s, best, overflow = time_variant(name, body, worlds, unroll, repeats, first)
+        first_s, best, overflow = time_variant(name, body, worlds, unroll, repeats, first, physics)
         seconds[name] = best / unroll
         if name == "full":
             rows += [("compile_s", first_s - best, "s"), ("overflow_worlds", overflow, "worlds")]
@@ -420,31 +427,35 @@ def dollars(m: dict[str, float], price: tuple[str, float] | None) -> str:
 def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
     """The printed tables: env step per body and world count (parts as ms and share of the step), then
     the iteration with its parts (s) and its cost at `price` (name, $/h)."""
-    table: dict[tuple[str, int], dict[str, float]] = {}
+    table: dict[tuple[str, str, int], dict[str, float]] = {}
     for r in rows:
-        table.setdefault((r["body"], r["worlds"]), {})[r["metric"]] = r["value"]
+        table.setdefault((r["body"], r.get("opponent", "puppet"), r["worlds"]), {})[r["metric"]] = r["value"]
     parts = ("physics", "vision", "scoring", "rest")
-    lines = ["| body | worlds | env steps/s | step ms | " + " | ".join(f"{p} ms (%)" for p in parts) + " |"]
-    lines.append("|" + "---|" * (4 + len(parts)))
-    for (body, worlds), m in sorted(table.items()):
+    head = "| body | opponent | worlds | env steps/s | step ms | "
+    lines = [head + " | ".join(f"{p} ms (%)" for p in parts) + " |"]
+    lines.append("|" + "---|" * (5 + len(parts)))
+    for (body, opponent, worlds), m in sorted(table.items()):
         if "env_step_ms" not in m:
             continue
         step = m["env_step_ms"]
         cells = " | ".join(f"{m[p + '_ms']:.2f} ({100 * m[p + '_ms'] / step:.0f})" for p in parts)
-        lines.append(f"| {body} | {worlds} | {m['env_steps_per_s']:,.0f} | {step:.2f} | {cells} |")
+        lines.append(
+            f"| {body} | {opponent} | {worlds} | {m['env_steps_per_s']:,.0f} | {step:.2f} | {cells} |"
+        )
     timed = [(key, m) for key, m in sorted(table.items()) if "s_per_iteration" in m]
     if timed:
         lines += [
             "",
-            "| body | worlds | s/iteration | steps/s | "
+            "| body | opponent | worlds | s/iteration | steps/s | "
             + " | ".join(f"{p} s" for p in ITERATION_PARTS)
             + " | graphs/it | $/1k it | $/M steps |",
         ]
-        lines.append("|" + "---|" * (7 + len(ITERATION_PARTS)))
-        for (body, worlds), m in timed:
+        lines.append("|" + "---|" * (8 + len(ITERATION_PARTS)))
+        for (body, opponent, worlds), m in timed:
             cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" if f"it_{p}_s" in m else "–" for p in ITERATION_PARTS)
             lines.append(
-                f"| {body} | {worlds} | {m['s_per_iteration']:.3f} | {m['steps_per_s']:,.0f} | {cells} | "
+                f"| {body} | {opponent} | {worlds} | {m['s_per_iteration']:.3f} | "
+                f"{m['steps_per_s']:,.0f} | {cells} | "
                 f"{m.get('it_graph_captures', float('nan')):.1f} | {dollars(m, price)} |"
             )
         lines.append("\n" + (f"prices: {price[0]} at ${price[1]}/h" if price else "no price for this device"))
@@ -462,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = plat == "gpu"
     bodies = (args.bodies or ("muscular" if gpu else "simple")).split(",")
     shapes = parse_shapes(args.shapes or ("2048x16,4096x8" if gpu else "4x4,8x4"))
+    opponents = (args.opponents or ("simulated,puppet" if gpu else "simulated")).split(",")
     device = bench.device_name()
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     common = {
@@ -485,16 +497,19 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
     path = os.path.join(args.out, f"block-{slug}-{date[:10]}.jsonl")
-    physics = {
-        "graph_mode": args.graph_mode,
-        "substeps_in_one_call": args.substep_calls == "one",
-        "mj_options": args.mj_option,
-    }
     rows = []
     with open(path, "a") as f:
-        for body in bodies:
+        for body, opponent in ((b, o) for b in bodies for o in opponents):
+            physics = {
+                "graph_mode": args.graph_mode,
+                "substeps_in_one_call": args.substep_calls == "one",
+                "mj_options": args.mj_option,
+                "opponent": opponent,
+            }
             for worlds, unroll in shapes:
-                case = Case(body, worlds, unroll, args.epochs, args.minibatch, args.repeats, args.teacher)
+                case = Case(
+                    body, worlds, unroll, args.epochs, args.minibatch, args.repeats, args.teacher, opponent
+                )
                 if args.iteration_only:
                     reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
                     progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
@@ -504,14 +519,15 @@ def main(argv: list[str] | None = None) -> int:
                         print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
                     figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
                 else:
-                    figures, step_s, first = measure(body, worlds, unroll, args.repeats)
+                    figures, step_s, first = measure(body, worlds, unroll, args.repeats, physics)
                 if not (args.no_iteration or args.iteration_only):
-                    figures += iteration_rows(case, step_s, first)
+                    figures += iteration_rows(case, step_s, first, physics)
                 for metric, value, unit in figures:
                     row = {
                         **common,
                         "factor": bench.factor_ran(figures),
                         "body": body,
+                        "opponent": opponent,
                         "worlds": worlds,
                         "unroll": unroll,
                         "metric": metric,
@@ -521,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(row)
                     f.write(json.dumps(row) + "\n")
                     f.flush()
-                print(f"measured {body} at {worlds} worlds", flush=True)
+                print(f"measured {body} against the {opponent} opponent at {worlds} worlds", flush=True)
     with open(os.path.join(bench.HERE, "prices.json")) as f:
         prices = json.load(f)
     print(markdown(rows, bench.price_of(device, prices, args.price)))

@@ -37,6 +37,8 @@ COUNTS = (
     ("punches", "env/punch/arrived"),
     ("blocks", "env/success/blocks"),
     ("misses", "env/punch/missed"),
+    ("hits", "env/punch/hit"),
+    ("clean_hits", "env/punch/clean"),
     ("goals", "env/success/goals"),
     ("bag_hits", "env/success/bag_hits"),
     ("recoveries", "env/success/recoveries"),
@@ -47,6 +49,9 @@ PROGRESS = (
     ("count/punches", "punch {:.0f}", "punches arrived"),
     ("count/blocks", "block {:.0f}", "blocks"),
     ("count/misses", "miss {:.0f}", "punches that stopped out of reach"),
+    ("count/hits", "hit {:.0f}", "hits (clean or partly through)"),
+    ("count/clean_hits", "clean {:.0f}", "clean hits"),
+    ("punch/hit_score", "score {:.2f}", "mean score of the hits (how much got through)"),
     ("count/goals", "goal {:.0f}", "walk spots reached"),
     ("count/bag_hits", "bag {:.0f}", "bag hits"),
     ("count/recoveries", "rec {:.0f}", "shove recoveries"),
@@ -60,9 +65,12 @@ CPU_WORLDS = 8
 
 
 def add_counts(figures: dict, batch_size: int) -> dict:
-    """`figures` with `count/*` (events this iteration) and `overflow` (peak overflowing worlds) added."""
+    """`figures` with `count/*` (events this iteration), `punch/hit_score` (the hits' mean score) and
+    `overflow` (peak overflowing worlds) added."""
     for name, key in COUNTS:
         figures[f"count/{name}"] = figures.get(key, 0.0) * batch_size
+    hits = figures.get("env/punch/hit", 0.0)
+    figures["punch/hit_score"] = figures.get("env/punch/hit_score", 0.0) / hits if hits > 0 else 0.0
     figures["overflow"] = sum(v for k, v in figures.items() if k.startswith("env/overflow/"))
     return figures
 
@@ -107,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"block: body={args.body} {physics} worlds={config.num_envs} devices={devices} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} "
-        f"kinds={task.config.kind_weights} teacher={task.config.teacher or 'none'} "
+        f"opponent={task.config.opponent} kinds={task.config.kind_weights} "
+        f"teacher={task.config.teacher or 'none'} "
         f"distill_coef={config.distill_coef} -> {out}",
         flush=True,
     )

@@ -2,10 +2,10 @@
 
 For each block run a markdown table over windows of iterations (means within each window): return, falls,
 the success counts per iteration (goals, commands held, recoveries, bag hits, blocks), the outcome shares of
-arriving punches (parried, missed, hit; blocked = parried plus the landed ones that scored low), the parried
-share of the punches that reached the fighter (parried over parried plus hit: the block skill itself, which
-standing out of reach does not raise) and the distillation loss. Reads runs/NAME/metrics.jsonl (or .gz),
-written by experiments/block.py.
+arriving punches (blocked, of them parried by a touch of the guard; missed; hit, of them clean), the mean
+score of the hits (how much got through), the parried share of the punches that reached the fighter
+(parried over parried plus hit: the block skill itself, which standing out of reach does not raise) and the
+distillation loss. Reads runs/NAME/metrics.jsonl (or .gz), written by experiments/block.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ COLUMNS = (
     ("blocks", "count/blocks", "{:.1f}"),
 )
 """(header, metric, format) of the per-window means."""
-SHARES = ("parried", "missed", "hit")
+SHARES = ("blocked", "parried", "missed", "hit", "clean")
 """Outcomes shown as shares of arriving punches (`env/punch/<outcome>` over `env/punch/arrived`)."""
 
 
@@ -45,6 +45,8 @@ def window_cells(window: list[dict]) -> list[str]:
     cells = [span] + [fmt.format(mean(key)) for _, key, fmt in COLUMNS]
     arrived = mean("env/punch/arrived")
     cells += [f"{mean(f'env/punch/{k}') / arrived:.0%}" if arrived > 0 else "–" for k in SHARES]
+    hits = mean("env/punch/hit")
+    cells.append(f"{mean('env/punch/hit_score') / hits:.2f}" if hits > 0 else "–")
     reached = mean("env/punch/parried") + mean("env/punch/hit")
     cells.append(f"{mean('env/punch/parried') / reached:.0%}" if reached > 0 else "–")
     distill = mean("loss/distill")
@@ -53,7 +55,14 @@ def window_cells(window: list[dict]) -> list[str]:
 
 def table(rows: list[dict], count: int) -> str:
     """Markdown table of a run's windows."""
-    head = ["iterations", *(h for h, _, _ in COLUMNS), *SHARES, "parried of reaching", "distill loss"]
+    head = [
+        "iterations",
+        *(h for h, _, _ in COLUMNS),
+        *SHARES,
+        "hit score",
+        "parried of reaching",
+        "distill loss",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(window_cells(w)) + " |" for w in windows(rows, count)]
     return "\n".join(lines)

@@ -74,7 +74,8 @@ def test_bench_variants_leave_out_the_part_they_name():
         if name == "no_vision":
             np.testing.assert_array_equal(env._see(None), np.zeros(vision.FRAME_SIZE, np.float32))
         if name == "no_scoring":
-            assert [float(x) for x in env._score(None, None, None, None, None)] == [0.0, 0.0]
+            score, gap = env._score(None, None, None, None, None)
+            assert float(score) == 0.0 and float(gap) > env.config.reach_m  # never within reach
         if name == "no_ik":
             pose, pose_id, offset, residual = env._fit_command(None, None, None)
             np.testing.assert_array_equal(pose, env.me.stance_ctrl)
@@ -106,12 +107,15 @@ def test_iteration_table_shows_parts_and_graph_captures():
         "it_physics_s": 0.2,
         "it_graph_captures": 2.0,
     }
-    rows = [{"body": "muscular", "worlds": 2048, "metric": k, "value": v} for k, v in figures.items()]
+    rows = [
+        {"body": "muscular", "opponent": "simulated", "worlds": 2048, "metric": k, "value": v}
+        for k, v in figures.items()
+    ]
     lines = bench_block.markdown(rows, ("card", 3.0)).splitlines()
     header, rule, row = lines[lines.index("") + 1 : lines.index("") + 4]
     assert header.split(" | ")[-3] == "graphs/it" and header.count("|") == rule.count("|") == row.count("|")
     cells = row.strip("| ").split(" | ")
-    assert cells[:5] == ["muscular", "2048", "0.360", "100,000", "0.200"] and cells[-3] == "2.0"
+    assert cells[:6] == ["muscular", "simulated", "2048", "0.360", "100,000", "0.200"] and cells[-3] == "2.0"
 
 
 def test_cpu_projections_to_96_vcpus():
@@ -190,13 +194,17 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
             "iteration": float(i), "episode/return": 10.0 * i, "episode/fall_rate": 0.5, "count/goals": i,
             "env/punch/arrived": 0.01, "env/punch/parried": 0.005, "loss/distill": 0.2,
             "env/punch/missed": 0.004 - 0.001 * (i > 2), "env/punch/hit": 0.001 + 0.001 * (i > 2),
+            "env/punch/blocked": 0.005, "env/punch/clean": 0.001 * (i > 2),
+            "env/punch/hit_score": 0.8 * (0.001 + 0.001 * (i > 2)),
         }
         for i in range(1, 5)
     ]  # fmt: skip
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = learn_report.table(rows, 2).splitlines()
     assert out[2].split(" | ")[:4] == ["| 1–2", "15", "50.0%", "1.5"]
-    assert out[3].split(" | ")[-5:] == ["50%", "30%", "20%", "71%", "0.200 |"]  # parried 5 of 5 + 2 reaching
+    # blocked, parried, missed, hit, clean, hit score, parried of reaching (5 of 5 + 2), distill
+    want = ["50%", "50%", "30%", "20%", "10%", "0.80", "71%", "0.200 |"]
+    assert out[3].split(" | ")[-8:] == want
     assert learn_report.main([str(tmp_path), "--windows", "2"]) == 0
 
 

@@ -68,6 +68,12 @@ def params():
     return env().default_params()
 
 
+@functools.cache
+def puppet_env():
+    """The block world with the puppet opponent (geometry tests pose him by his mocap bodies)."""
+    return envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, opponent="puppet", **OPTIONS)
+
+
 def only(kind: str, p=None):
     """Params whose episodes are all of `kind`."""
     weights = np.eye(len(block.KINDS), dtype=np.float32)[block.KINDS.index(kind)]
@@ -84,17 +90,19 @@ def jitted():
 
 
 def _kinematics(qpos: np.ndarray, impact_of: str | None = None) -> mujoco.MjData:
-    """Kinematics of the arena at `qpos`, the opponent in the guard or at the impact frame of a punch."""
+    """Kinematics of the arena at `qpos` (both fighters), the opponent in the guard or, with `impact_of`,
+    his joints at the library's angles of that punch's impact frame (clipped to their ranges)."""
     e = env()
-    data = mujoco.MjData(e.mj_model)
+    model = e.mj_model
+    data = mujoco.MjData(model)
     data.qpos[:] = qpos
     data.mocap_pos[:], data.mocap_quat[:] = e.guard_mocap_pos, e.guard_mocap_quat
     if impact_of is not None:
         p = e.library.names.index(impact_of)
-        rows, table = e.opponent.mocap_ids, params().punches
-        data.mocap_pos[rows] = np.asarray(table.body_pos[p, e.library.impact[p]])
-        data.mocap_quat[rows] = np.asarray(table.body_quat[p, e.library.impact[p]])
-    mujoco.mj_kinematics(e.mj_model, data)
+        joints = [model.joint("blue/" + j).id for j in e.library.joint_names]
+        angles = e.library.qpos[p, e.library.impact[p]]
+        data.qpos[model.jnt_qposadr[joints]] = np.clip(angles, *model.jnt_range[joints].T)
+    mujoco.mj_kinematics(model, data)
     return data
 
 
@@ -112,19 +120,38 @@ def test_punch_library_round_trip_and_contents(tmp_path):
     again = punches.load(path)
     for f in dataclasses.fields(lib):
         np.testing.assert_array_equal(np.asarray(getattr(again, f.name)), np.asarray(getattr(lib, f.name)))
-    # Every punch starts and ends with the opponent's puppet in the guard.
-    table = params().punches
-    guard = env().guard_mocap_pos[env().opponent.mocap_ids]
+    # Every punch starts and ends with the opponent in the guard: the puppet's bodies, and the simulated
+    # opponent's PD targets.
+    e = puppet_env()
+    table = punches.device_table(e.library, e.arena)
+    guard = e.guard_mocap_pos[e.opponent.mocap_ids]
     pos, length = np.asarray(table.body_pos), np.asarray(table.length)
     np.testing.assert_allclose(pos[:, 0], np.broadcast_to(guard, pos[:, 0].shape), atol=1e-5)
     np.testing.assert_allclose(pos[np.arange(lib.size), length - 1], pos[:, 0], atol=1e-5)
     assert np.all(np.asarray(table.impact) < length)
+    ctrl, stance = np.asarray(params().punches.ctrl), env().opponent.stance_ctrl
+    np.testing.assert_allclose(ctrl[:, 0], np.broadcast_to(stance, ctrl[:, 0].shape), atol=1e-5)
+    np.testing.assert_allclose(ctrl[np.arange(lib.size), length - 1], ctrl[:, 0], atol=1e-5)
+
+
+def test_simulated_opponents_targets_are_the_librarys_angles_clipped_to_his_ranges():
+    e, ctrl = env(), np.asarray(params().punches.ctrl)
+    names = [e.mj_model.actuator(int(a)).name for a in e.opponent.actuator_ids]
+    cols = [names.index("blue/" + j) for j in e.library.joint_names]
+    lo, hi = e.opponent.ctrl_range[cols].T
+    np.testing.assert_allclose(ctrl[..., cols], np.clip(e.library.qpos, lo, hi), atol=1e-6)
+    others = np.setdiff1d(np.arange(len(names)), cols)
+    np.testing.assert_array_equal(
+        ctrl[..., others], np.broadcast_to(e.opponent.stance_ctrl[others], ctrl[..., others].shape)
+    )
+    assert np.any(ctrl[..., cols] != ctrl[:, :1, cols])  # the punches move his arms
 
 
 def test_puppet_replays_the_articulated_opponents_forward_kinematics():
     """Posed from the table, the puppet's gloves, keypoints and bodies are where the articulated opponent's
-    are with the library's joint angles (the pose the PD-driven opponent aimed at)."""
-    e, table = env(), params().punches
+    are with the library's joint angles (the pose the PD-driven opponent aims at)."""
+    e = puppet_env()
+    table = punches.device_table(e.library, e.arena)
     src, blue = e.arena.source_model, e.arena.source_index.blue
     adr = [src.jnt_qposadr[src.joint("blue/" + j).id] for j in e.library.joint_names]
     for name in ("jab-head-fast", "rear_hook-body-slow"):
@@ -167,7 +194,9 @@ def test_punch_library_errors_are_named(tmp_path):
         punches.validate(dataclasses.replace(lib, impact=lib.length.copy()))
     renamed = dataclasses.replace(lib, joint_names=(*lib.joint_names[:-1], "tail_wag"))
     with pytest.raises(ValueError, match="tail_wag"):
-        punches.device_table(renamed, env().arena)
+        punches.device_table(renamed, puppet_env().arena)
+    with pytest.raises(ValueError, match="tail_wag"):
+        punches.ctrl_table(renamed, env().mj_model, env().opponent)
     np.savez(str(tmp_path / "old.npz"), format_version=np.int32(0))
     with pytest.raises(ValueError, match="format 0"):
         punches.load(str(tmp_path / "old.npz"))
@@ -347,8 +376,8 @@ def test_score_on_posed_fighters():
     for name in ("shoulder_y_l", "shoulder_y_r", "elbow_l", "elbow_r"):
         qpos[model.jnt_qposadr[model.joint("red/" + name).id]] = 0.0
     data = _kinematics(qpos, impact_of="jab-head-medium")
-    score = e._score(data, *e._punch_capsules(data), jnp.int32(0), jnp.int32(0))
-    assert [float(x) for x in score] == [1.0, 1.0]
+    score, gap = e._score(data, *e._punch_capsules(data), jnp.int32(0), jnp.int32(0))
+    assert float(score) == 1.0 and float(gap) <= e.config.reach_m
     # Guard up, a glove coming in right behind our lead glove on the line to our head: full cover.
     data = _kinematics(e.guard_qpos.astype(np.float64))
     head = data.geom_xpos[e.me.head_geom_id]
@@ -584,36 +613,92 @@ def test_forced_punch_is_thrown_and_arrives_once():
     np.testing.assert_array_equal(outcome, 1.0)
 
 
-def test_an_arrival_is_parried_missed_blocked_or_hit():
-    """A glove our guard touched on its way is blocked (parried) wherever it ends; otherwise one that
-    stopped out of reach missed (never a block, whatever its path score), and one that reached the target
-    is blocked up to `block_max_score` and a hit above it."""
+BLOCKED_PUNCH = "cross-body-medium"
+"""A punch the guard of the `stance` keyframe stops (its glove meets our forearm) and that lands clean on a
+fighter with his arms down."""
+
+
+def test_a_raised_guard_stops_the_punch_that_lands_with_the_arms_down():
+    """The simulated opponent throws the same punch at two fighters standing still: the one in the guard
+    stops it with his arms (the glove ends short of the target; blocked, parried), the one with his arms
+    hanging takes it (a clean hit, scored)."""
+    e, (reset, step, _) = env(), jitted()
+    p = only("face")
+    state = reset(p, jax.random.split(jax.random.PRNGKey(7), WORLDS))
+    names = [e.mj_model.actuator(int(a)).name for a in e.me.actuator_ids]
+    down = e.me.stance_ctrl.copy()
+    for joint in ("shoulder_y", "shoulder_x", "elbow"):
+        for side in "lr":
+            down[names.index(f"red/{joint}_{side}")] = 0.0
+    place = state.info.punch.sharding
+    info = state.info.replace(
+        pose_ref=jax.device_put(jnp.asarray(np.stack([e.me.stance_ctrl, down]), jnp.float32), place),
+        punch=jax.device_put(jnp.full((WORLDS,), e.library.names.index(BLOCKED_PUNCH), jnp.int32), place),
+        frame=jax.device_put(jnp.full((WORLDS,), -1, jnp.int32), place),
+    )
+    state = first = state.replace(info=info)
+    events = {k: np.zeros(WORLDS) for k in ("punch/blocked", "punch/parried", "punch/hit", "punch/clean")}
+    gap_at_arrival, score = np.full(WORLDS, np.nan), np.zeros(WORLDS)
+    for _ in range(int(e.library.impact[e.library.names.index(BLOCKED_PUNCH)]) + e.lag_steps + 1):
+        state, stepped = step(p, state, first, jnp.zeros((WORLDS, e.action_size)))
+        arrived = np.asarray(stepped.metrics["punch/arrived"]) > 0
+        gap_at_arrival[arrived] = np.asarray(stepped.info.punch_gap)[arrived]
+        score += np.asarray(stepped.metrics["punch/hit_score"])
+        for k in events:
+            events[k] += np.asarray(stepped.metrics[k])
+    np.testing.assert_array_equal(events["punch/blocked"], [1.0, 0.0])
+    np.testing.assert_array_equal(events["punch/parried"], [1.0, 0.0])
+    np.testing.assert_array_equal(events["punch/hit"], [0.0, 1.0])
+    # closest approach of the glove to the target's surface: stopped 9 cm short by the guard, on the body
+    # with the arms down (-3 mm, the contact's depth; seen at commit time), so 5 and 2 cm leave room
+    assert gap_at_arrival[0] > 0.05 and gap_at_arrival[1] < 0.02, gap_at_arrival
+    assert score[1] > e.config.block_max_score
+
+
+def test_an_arrival_is_blocked_missed_or_hit():
+    """At its arrival a punch judged on its closest approach is exactly one of: a hit (reached, scoring above
+    `block_max_score`; clean from `clean_hit_score`), blocked (touched our guard or reached without
+    scoring, parried when touched), missed (neither). Against the simulated opponent a touch that does not
+    stop the glove leaves a hit a hit; the puppet's glove passes through, so there a touch blocks."""
     e, table = env(), params().punches
     arrival = int(table.impact[0]) + e.lag_steps
 
-    def events_at(frame, score, reached, parried):
+    def events_at(frame, score, reached, touched, touch_blocks):
+        f32 = jnp.float32
         return block_punch.punch_events(
-            table, 0, frame, score, reached, parried, e.lag_steps, e.config.block_max_score
-        )
+            table, 0, jnp.int32(frame), f32(score), f32(reached), f32(touched), e.lag_steps,
+            e.config.block_max_score, e.config.clean_hit_score, touch_blocks,
+        )  # fmt: skip
 
-    names = ("punch/missed", "punch/blocked", "punch/parried", "punch/hit", "punch/arrived")
-    cases = {
+    names = ("punch/missed", "punch/blocked", "punch/parried", "punch/hit", "punch/clean", "punch/arrived")
+    simulated = {
         (0.9, 0.0, 0.0): ("punch/missed",), (0.0, 0.0, 0.0): ("punch/missed",),
-        (0.1, 1.0, 0.0): ("punch/blocked",), (0.9, 1.0, 0.0): ("punch/hit",),
-        (0.9, 1.0, 1.0): ("punch/blocked", "punch/parried"),
+        (0.1, 1.0, 0.0): ("punch/blocked",), (0.9, 1.0, 0.0): ("punch/hit", "punch/clean"),
+        (0.5, 1.0, 0.0): ("punch/hit",), (0.9, 1.0, 1.0): ("punch/hit", "punch/clean"),
+        (0.1, 1.0, 1.0): ("punch/blocked", "punch/parried"),
         (0.9, 0.0, 1.0): ("punch/blocked", "punch/parried"),
     }  # fmt: skip
-    for (score, reached, parried), outcome in cases.items():
-        f32 = jnp.float32
-        events = events_at(jnp.int32(arrival), f32(score), f32(reached), f32(parried))
-        flags = {k: float(events[k]) for k in names}
-        assert flags == {k: float(k in outcome or k == "punch/arrived") for k in names}, (
-            score,
-            reached,
-            parried,
+    puppet = {**simulated, (0.9, 1.0, 1.0): ("punch/blocked", "punch/parried")}
+    for touch_blocks, cases in ((False, simulated), (True, puppet)):
+        for (score, reached, touched), outcome in cases.items():
+            events = events_at(arrival, score, reached, touched, touch_blocks)
+            flags = {k: float(events[k]) for k in names}
+            want = {k: float(k in outcome or k == "punch/arrived") for k in names}
+            assert flags == want, (touch_blocks, score, reached, touched)
+        before = events_at(arrival - 1, 0.9, 1.0, 1.0, touch_blocks)
+        assert sum(float(before[k]) for k in names) == 0.0
+
+
+def test_closest_approach_restarts_with_each_punch():
+    gap, score = jnp.float32(block_punch.NO_GAP_M), jnp.float32(0.0)
+    for frame, step_gap, step_score, want in (
+        (-2, 0.0, 1.0, (block_punch.NO_GAP_M, 0.0)), (1, 0.3, 0.2, (0.3, 0.2)), (2, 0.05, 0.9, (0.05, 0.9)),
+        (3, 0.2, 0.1, (0.05, 0.9)), (0, 0.01, 1.0, (block_punch.NO_GAP_M, 0.0)),
+    ):  # fmt: skip
+        gap, score = block_punch.closest_approach(
+            jnp.int32(frame), jnp.float32(step_gap), jnp.float32(step_score), gap, score
         )
-    before = events_at(jnp.int32(arrival - 1), jnp.float32(0.9), jnp.float32(1.0), jnp.float32(1))
-    assert sum(float(before[k]) for k in names) == 0.0
+        np.testing.assert_allclose([float(gap), float(score)], want, rtol=1e-6)
 
 
 def test_a_glove_sweeping_through_our_guard_touches_it():
@@ -632,7 +717,7 @@ def test_a_glove_sweeping_through_our_guard_touches_it():
         moved[e.opponent.glove_geom_ids[0]] = end  # his glove now at the end of the sweep
         posed = SimpleNamespace(geom_xpos=jnp.asarray(moved), geom_xmat=jnp.asarray(data.geom_xmat))
         touched, glove = block_punch.guard_contact(
-            *e._punch_capsules(posed), jnp.int32(0), jnp.asarray(start, jnp.float32)
+            *e._punch_capsules(posed), jnp.int32(0), jnp.asarray(start, jnp.float32), e.config.touch_margin_m
         )
         assert float(touched) == want, offset
         np.testing.assert_allclose(np.asarray(glove), end, atol=1e-5)
@@ -673,12 +758,12 @@ def test_place_scene_moves_the_recording_rigidly():
 def test_opponent_closes_in_on_a_fighter_who_stepped_back():
     """Our fighter moved 0.3 m away from the opponent at the start of a face episode: the opponent's
     anchor moves at most `opponent_follow_mps` while he waits, catches up, then puts the recording's head on
-    ours (floor position, turned with our heading) after every step; the puppet keeps its recorded distance
-    to it. Once he throws, the anchor stays."""
+    ours (floor position, turned with our heading) after every step; his root anchor (and his welded pelvis)
+    keeps its recorded distance to it. Once he throws, the anchor stays."""
     e, (reset, step, _) = env(), jitted()
     p = only("face")
     state = reset(p, jax.random.split(jax.random.PRNGKey(3), WORLDS))
-    adr, root, head = e.me.qpos_adr, e.opponent.mocap_ids[0], e.me.head_geom_id
+    adr, root, head = e.me.qpos_adr, e.arena.anchor_mocap, e.me.head_geom_id
     ours, theirs = e.guard_qpos[adr : adr + 2], e.guard_mocap_pos[root, :2]
     away = (ours - theirs) / np.linalg.norm(ours - theirs)
     qpos = state.data.qpos.at[:, adr : adr + 2].add(jnp.asarray(0.3 * away, jnp.float32))
@@ -701,6 +786,8 @@ def test_opponent_closes_in_on_a_fighter_who_stepped_back():
         np.asarray(last.data.mocap_pos[:, root, :2]) - np.asarray(last.data.geom_xpos[:, head, :2]), axis=-1
     )
     np.testing.assert_allclose(gap, np.linalg.norm(guard_head - theirs), atol=0.02)
+    pelvis = np.asarray(last.data.xpos[:, e.opponent.pelvis_body])
+    np.testing.assert_allclose(pelvis, np.asarray(last.data.mocap_pos[:, root]), atol=0.02)
     assert float(sum(s.metrics["nan"].sum() for s in states)) == 0.0
     # a punch keeps its aim: moved back again as he throws, the anchor stays
     throwing = jax.device_put(jnp.full((WORLDS,), -1, jnp.int32), state.info.frame.sharding)
@@ -745,7 +832,7 @@ def test_warp_on_cpu_matches_jax_through_a_punch_and_every_placement():
     """MuJoCo Warp (on Warp's CPU device) and MJX-JAX give the same rewards and punch events."""
     jab = env().library.names.index("jab-head-fast")
     keys = jax.random.split(jax.random.PRNGKey(3), WORLDS)
-    zeros = jnp.zeros((12, WORLDS, env().action_size))
+    zeros = jnp.zeros((16, WORLDS, env().action_size))  # judged at step 15: impact (7) + arrival lag (8)
     want, _ = _run(zeros, keys, force_punch=jab)
     warp = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, **OPTIONS)
     p = only("face", warp.default_params())

@@ -26,21 +26,28 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import block as block_cli  # noqa: E402
 
 WORLDS = 4
-OPTIONS = {"episode_s": 0.3, "shove_at_s": (0.1, 0.1), "recover_s": 0.1}
-"""12-step episodes: a forced punch arrives (step 6), the shove (step 4) and its recovery (step 9) fit in
-one, and every world reaches its time limit at step 12."""
+OPTIONS = {"episode_s": 0.3, "shove_at_s": (0.1, 0.1), "recover_s": 0.1, "arrival_lag_s": 0.1}
+"""12-step episodes: a forced punch is judged (its recorded impact at step 7, 0.1 s late), the shove (step 4)
+and its recovery (step 9) fit in one, and every world reaches its time limit at step 12."""
 CONFIG = BlockConfig(body="simple", **OPTIONS)
 STEPS = 15
 """Control steps of each parity run: one whole episode and the first steps of the next."""
-OBS_ATOL = 5e-4
-REWARD_ATOL = 1e-4
-"""The same control steps from the same state: MuJoCo C (float64) against MJX-JAX (float32, "highest"
-matmuls), which drift apart over the steps. Measured over 30 steps: 1.7e-4 on observations (foot touch
-over body weight), 1.6e-5 on rewards and per-step metrics (the walk progress, a speed)."""
+OBS_ATOL = {"command": 5e-3}
+REWARD_ATOL = {"command": 1e-3}
+"""MuJoCo C (float64) against MJX-JAX (float32, "highest" matmuls), which drift apart over the steps; per
+kind, 5e-4 on observations and 1e-4 on rewards and per-step metrics unless named here. Measured over 30
+steps in the two-fighter world (seeds 3 and 4): walk, bag and shove at most 4.5e-4 on observations (foot
+touch over body weight) and 9.7e-5 on rewards; command 4.2e-3 and 8.5e-4 (the arm fit's pose held against
+the parked opponent). Face episodes part further (0.84 on observations after 30 steps): with 4 solver
+iterations the constraint forces depend on the solver's warm start, which amplifies the float32/float64
+difference once the fighters and their feet press on many contacts. There each step starts both sides from the
+CPU environment's state and warm start, a comparison of one step from identical states (measured over 15
+steps: 9.3e-5 on observations, 6.9e-6 on rewards; 0.15 and 0.03 without the warm start)."""
+RESYNCED_KINDS = ("face",)
 CLI_ARGS = [
     "--platform", "cpu", "--mode", "serial", "--envs", str(WORLDS), "--unroll", "4", "--minibatch", "8",
     "--epochs", "1", "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16", "--env", "episode_s=0.3",
-    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.1",
+    "--env", "shove_at_s=0.1,0.1", "--env", "recover_s=0.1", "--env", "arrival_lag_s=0.1",
 ]  # fmt: skip
 """The CLI's spelling of `CONFIG` on `WORLDS` worlds (so its collector reuses this file's compiles)."""
 
@@ -57,20 +64,22 @@ def mjx_step(env):
     return task.default_params(), jax.jit(jax.vmap(task.step, in_axes=(None, 0, 0)))
 
 
-def _as_mjx(params, state: State) -> State:
+def _as_mjx(params, state: State, warmstart: np.ndarray | None = None) -> State:
     """A CPU environment's state (K worlds) for the MJX step: its physics in the template's `mjx.Data`,
-    as `BlockEnv.reset` makes it."""
+    as `BlockEnv.reset` makes it, with the C engine's solver warm start (K, nv) when given."""
 
-    def one(view):
+    def one(view, warm):
         return params.template.replace(
             qpos=view.qpos,
             qvel=view.qvel,
             ctrl=view.ctrl,
             mocap_pos=view.mocap_pos,
             mocap_quat=view.mocap_quat,
+            qacc_warmstart=params.template.qacc_warmstart if warm is None else warm,
         )
 
-    return state.replace(data=jax.vmap(one)(state.data))
+    warm = None if warmstart is None else jnp.asarray(warmstart, jnp.float32)
+    return state.replace(data=jax.vmap(one, in_axes=(0, None if warm is None else 0))(state.data, warm))
 
 
 def _where(rows: np.ndarray, a, b):
@@ -103,21 +112,26 @@ def test_cpu_env_steps_like_the_mjx_env_through_an_episode_and_a_restart(env, mj
     ref = _as_mjx(params, env.state)
     actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(3), (STEPS, WORLDS, env.action_size), minval=-1)
     totals = {k: 0.0 for k in ("punch/arrived", "shove/shoved", "done")}
+    warmstart = env.worlds.batch.bind("qacc_warmstart")
     for t, action in enumerate(np.asarray(actions)):
         out = env.step(action)
         ref = step(params, ref, action)
         where = f"{kind}, step {t + 1}"
-        np.testing.assert_allclose(out.next_obs, np.asarray(ref.obs), atol=OBS_ATOL, err_msg=where)
-        np.testing.assert_allclose(out.reward, np.asarray(ref.reward), atol=REWARD_ATOL, err_msg=where)
+        obs_atol, reward_atol = OBS_ATOL.get(kind, 5e-4), REWARD_ATOL.get(kind, 1e-4)
+        np.testing.assert_allclose(out.next_obs, np.asarray(ref.obs), atol=obs_atol, err_msg=where)
+        np.testing.assert_allclose(out.reward, np.asarray(ref.reward), atol=reward_atol, err_msg=where)
         np.testing.assert_array_equal(out.done, np.asarray(ref.done), err_msg=where)
         np.testing.assert_array_equal(out.truncation, np.asarray(ref.truncation), err_msg=where)
         assert set(out.metrics) == set(ref.metrics)
         for name, value in out.metrics.items():
-            np.testing.assert_allclose(value, np.asarray(ref.metrics[name]), atol=REWARD_ATOL, err_msg=name)
+            np.testing.assert_allclose(value, np.asarray(ref.metrics[name]), atol=reward_atol, err_msg=name)
         for name in totals:
             totals[name] += float((out.done if name == "done" else out.metrics[name]).sum())
-        # finished worlds continue on both sides from the CPU environment's fresh episode
-        ref = _where(out.done > 0.5, _as_mjx(params, env.state), ref.replace(metrics={}))
+        # finished worlds (every world, for a resynced kind) go on from the CPU environment's state
+        if kind in RESYNCED_KINDS:
+            ref = _as_mjx(params, env.state, warmstart)
+        else:
+            ref = _where(out.done > 0.5, _as_mjx(params, env.state), ref.replace(metrics={}))
     assert totals["done"] == WORLDS  # every world timed out at step 12 and went on in a new episode
     assert totals["punch/arrived"] == (WORLDS if kind == "face" else 0.0)
     assert totals["shove/shoved"] == (WORLDS if kind == "shove" else 0.0)

@@ -11,6 +11,7 @@ from mujoco import mjx
 
 from boxjax import mjcf
 from boxjax.mjcf import budget as budget_module
+from boxjax.mjcf import collision, sparring
 from boxjax.mjcf.indexing import KEYPOINTS
 
 NV = {"muscular": 89, "muscular-fast": 89, "simple": 43}
@@ -132,6 +133,57 @@ def test_fighters_collide_with_each_other_not_with_themselves():
     assert not (ct[red] & ca[own] or ct[own] & ca[red])
 
 
+def _sparring_world(body: str, opponent_body: str, gap_m: float | None = None):
+    """The block arena with the simulated opponent `gap_m` from ours (default: the library's distance),
+    both in the guard, his root anchor on his pelvis."""
+    world = sparring.build(body, opponent_body, 0.7 if gap_m is None else gap_m)
+    data = mujoco.MjData(world.model)
+    data.qpos[:] = world.guard_qpos
+    data.mocap_pos[world.anchor_mocap], data.mocap_quat[world.anchor_mocap] = (
+        world.anchor_pos,
+        world.anchor_quat,
+    )
+    data.ctrl[:] = world.model.key_ctrl[world.index.keyframes["stance"]]
+    mujoco.mj_forward(world.model, data)
+    return world, data
+
+
+def test_sparring_opponent_is_welded_off_the_floor_and_of_his_own_body():
+    world, data = _sparring_world("muscular", "simple")
+    model, blue = world.model, world.index.blue
+    assert world.index.red.nv == 89 and blue.nv == 43 and model.neq == 1
+    assert model.eq_type[0] == mujoco.mjtEq.mjEQ_WELD
+    theirs = np.isin(model.geom_bodyid, blue.body_ids)
+    assert theirs.sum() > 10 and not np.any(model.geom_conaffinity[theirs] & collision.FLOOR)
+    floor = model.geom("floor").id
+    start = data.xpos[blue.pelvis_body].copy()
+    mujoco.mj_step(model, data, nstep=400)  # 2 s in the guard
+    np.testing.assert_allclose(data.xpos[blue.pelvis_body], start, atol=2e-3)  # held up by the weld
+    assert not any(
+        floor in (c.geom1, c.geom2) and model.geom_bodyid[c.geom1 + c.geom2 - floor] in blue.body_ids
+        for c in data.contact
+    )
+    # the anchor drags him along: 0.1 m to the side within half a second
+    data.mocap_pos[world.anchor_mocap, 1] += 0.1
+    mujoco.mj_step(model, data, nstep=100)
+    assert abs(data.xpos[blue.pelvis_body, 1] - start[1] - 0.1) < 0.01
+
+
+@pytest.mark.parametrize("body", ["simple", "muscular"])
+def test_a_clinch_of_the_simulated_fighters_fits_the_budget(body):
+    """Both fighters in the guard 0.45 m apart, ours pushed into him (300 N) for 2 s: every step's contacts
+    and constraint rows fit the block world's budget (his weld included)."""
+    world, data = _sparring_world(body, "simple", gap_m=0.45)
+    slots = budget_module.world_budget(body, "simple")
+    peak = np.zeros(2, int)
+    for _ in range(400):
+        data.xfrc_applied[world.index.red.pelvis_body, 0] = 300.0
+        mujoco.mj_step(world.model, data)
+        peak = np.maximum(peak, [data.ncon, data.nefc])
+    assert peak[0] > 8, "the fighters never touched"
+    assert peak[0] <= slots.ncon_per_world and peak[1] <= slots.njmax, (peak, slots)
+
+
 def test_unknown_body_names_the_choices():
     with pytest.raises(ValueError, match="muscular-fast"):
         mjcf.build("heavyweight")
@@ -142,6 +194,11 @@ def test_unknown_body_names_the_choices():
 def test_budget_accessor():
     for body in mjcf.BODIES:
         assert budget_module.budget(body, True).njmax >= budget_module.budget(body, False).njmax
+        for rival in mjcf.BODIES:
+            world = budget_module.world_budget(body, rival)
+            assert world.njmax == budget_module.pair_budget(body, rival).njmax + budget_module.WELD_ROWS
+    with pytest.raises(ValueError, match="unknown body 'giant'"):
+        budget_module.world_budget("simple", "giant")
 
 
 @pytest.mark.parametrize(

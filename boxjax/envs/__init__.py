@@ -65,15 +65,13 @@ def make(
         graph_mode=graph_mode,
         substeps_in_one_call=substeps_in_one_call,
     )
-    return spec.env(config, _physics(config.body, spec.fighters, **physics))
+    return spec.env(config, _physics(config.contact_budget(), **physics))
 
 
-def _physics(body: str, fighters: int, impl: str | None, **physics: Any) -> Any:
-    """The physics configuration of a task: this machine's implementation, slots from the body's budget."""
-    from boxjax.mjcf import budget
+def _physics(slots: Any, impl: str | None, **physics: Any) -> Any:
+    """The physics configuration of a task: this machine's implementation, `slots` (a `ContactBudget`)."""
     from boxjax.physics import mjx
 
-    slots = budget.budget(body, opponent=fighters == 2)
     return mjx.PhysicsConfig(
         impl=mjx.resolve_impl(impl),
         contacts_per_world=slots.ncon_per_world,

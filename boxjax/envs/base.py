@@ -34,15 +34,14 @@ from boxjax.ranges import POSITIVE, Range, check_fields
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """What `boxjax.envs.make` needs of a task package (its `TASK`): the config and env classes, and how many
-    fighters a world holds (which contact budget sizes its slots; 0: a physics-free task, built bare)."""
+    """What `boxjax.envs.make` needs of a task package (its `TASK`): the config and env classes (a task
+    without a config is physics-free and built bare). The config sizes the physics slots
+    (`TaskConfig.contact_budget`)."""
 
     config: type | None
     """The task's `TaskConfig` subclass; None for a task without options."""
     env: type
     """The env class: built as `env(config, physics_config)`, or `env()` without physics."""
-    fighters: int = 1
-    """Fighters in a world: 1 sizes it by `mjcf.CONTACT_BUDGET`, 2 by `mjcf.PAIR_BUDGET`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +75,11 @@ class TaskConfig:
     def steps(self, seconds: float) -> int:
         """Control steps closest to `seconds`."""
         return int(round(seconds / self.control_dt_s))
+
+    def contact_budget(self) -> mjcf.ContactBudget:
+        """Contact and constraint slots of one world: one fighter's (`mjcf.CONTACT_BUDGET`); a task with
+        more in its world overrides this."""
+        return mjcf.CONTACT_BUDGET[self.body]
 
     def to_dict(self) -> dict:
         """JSON-friendly copy."""

@@ -80,4 +80,4 @@ class PointReach:
         )
 
 
-TASK = Task(config=None, env=PointReach, fighters=0)
+TASK = Task(config=None, env=PointReach)

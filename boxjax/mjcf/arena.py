@@ -63,9 +63,18 @@ def _target(spec: mujoco.MjSpec) -> None:
     target.add_site(name="target", size=[0.03, 0, 0], rgba=[1, 0.9, 0, 0.7])
 
 
-def arena_spec(body: str, *, opponent: bool, bag: bool, bag_anchor=None) -> mujoco.MjSpec:
-    """The arena's spec before keyframes: floor, our fighter, optionally the opponent and the bag (hung
-    at `bag_anchor`, default `BAG_ANCHOR[opponent]`), and the mocap target."""
+def arena_spec(
+    body: str,
+    *,
+    opponent: bool,
+    bag: bool,
+    bag_anchor=None,
+    opponent_body: str | None = None,
+    opponent_floor: bool = True,
+) -> mujoco.MjSpec:
+    """The arena's spec before keyframes: floor, our fighter, optionally the opponent (body `opponent_body`,
+    default ours; touching the floor unless `opponent_floor` is False) and the bag (hung at `bag_anchor`,
+    default `BAG_ANCHOR[opponent]`), and the mocap target."""
     spec = mujoco.MjSpec()
     spec.modelname = f"arena-{body}"
     spec.compiler.degree = False
@@ -75,9 +84,12 @@ def arena_spec(body: str, *, opponent: bool, bag: bool, bag_anchor=None) -> mujo
     fighter = boxer.boxer_spec(body)
     spec.attach(fighter, prefix=RED, frame=spec.worldbody.add_frame())
     if opponent:
-        collision.swap_team(fighter)
+        rival = boxer.boxer_spec(opponent_body or body)
+        collision.swap_team(rival)
+        if not opponent_floor:
+            collision.clear_floor(rival)
         frame = spec.worldbody.add_frame(pos=[OPPONENT_DISTANCE, 0, 0], quat=[0, 0, 0, 1])
-        spec.attach(fighter, prefix=BLUE, frame=frame)
+        spec.attach(rival, prefix=BLUE, frame=frame)
     if bag:
         _bag(spec, BAG_ANCHOR[opponent] if bag_anchor is None else bag_anchor)
     _target(spec)
@@ -103,18 +115,23 @@ def _place(model, single, prefix: str, key: poses.Keyframe, qpos, ctrl) -> None:
         ctrl[model.actuator(prefix + single.actuator(a).name).id] = key.ctrl[a]
 
 
-def add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool) -> None:
-    """Adds the `POSE_NAMES` keyframes to `spec` (compiled as `model`): every fighter placed, every mocap
-    body where the spec puts it."""
+def add_keyframes(
+    spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool, opponent_body: str | None = None
+) -> None:
+    """Adds the `POSE_NAMES` keyframes to `spec` (compiled as `model`): every fighter placed (the opponent's
+    body `opponent_body`, default ours), every mocap body where the spec puts it."""
+    rival = opponent_body or body
     single = boxer.boxer_spec(body).compile()
+    single_rival = single if rival == body else boxer.boxer_spec(rival).compile()
     mocap = np.argsort(model.body_mocapid)[np.sort(model.body_mocapid) >= 0]
     for name in poses.POSE_NAMES:
         key = poses.keyframe(body, name)
         qpos, ctrl = model.qpos0.copy(), np.zeros(model.nu)
         _place(model, single, RED, key, qpos, ctrl)
         if opponent:
-            mirrored = poses.Keyframe(qpos=_yaw_pi(key.qpos), ctrl=key.ctrl)
-            _place(model, single, BLUE, mirrored, qpos, ctrl)
+            theirs = poses.keyframe(rival, name)
+            mirrored = poses.Keyframe(qpos=_yaw_pi(theirs.qpos), ctrl=theirs.ctrl)
+            _place(model, single_rival, BLUE, mirrored, qpos, ctrl)
         spec.add_key(
             name=name,
             qpos=qpos.tolist(),
@@ -125,7 +142,7 @@ def add_keyframes(spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponen
 
 
 def build(
-    body: str, *, opponent: bool = False, bag: bool = False
+    body: str, *, opponent: bool = False, bag: bool = False, opponent_body: str | None = None
 ) -> tuple[mujoco.MjModel, indexing.ArenaIndex]:
     """Compiles the arena with one or two fighters and resolves its index.
 
@@ -133,12 +150,15 @@ def build(
       body: one of `BODIES` ("muscular", "muscular-fast", "simple").
       opponent: add the blue fighter `OPPONENT_DISTANCE` in front of ours, facing it.
       bag: add a punching bag hanging from a ball joint.
+      opponent_body: the blue fighter's body (one of `BODIES`; default ours).
 
     Returns:
       (model, index): the compiled model with keyframes "stand" and "stance", and its `ArenaIndex`.
     """
     boxer.variant(body)
-    spec = arena_spec(body, opponent=opponent, bag=bag)
-    add_keyframes(spec, spec.compile(), body, opponent)
+    if opponent_body is not None:
+        boxer.variant(opponent_body)
+    spec = arena_spec(body, opponent=opponent, bag=bag, opponent_body=opponent_body)
+    add_keyframes(spec, spec.compile(), body, opponent, opponent_body)
     model = spec.compile()
     return model, indexing.arena_index(model, body, opponent=opponent, bag=bag)

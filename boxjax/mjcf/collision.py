@@ -39,3 +39,9 @@ def swap_team(spec: mujoco.MjSpec) -> None:
     for geom in spec.geoms:
         geom.contype = _swap(geom.contype)
         geom.conaffinity = _swap(geom.conaffinity)
+
+
+def clear_floor(spec: mujoco.MjSpec) -> None:
+    """Takes the floor out of every geom's conaffinity (in place): the fighter never touches the floor."""
+    for geom in spec.geoms:
+        geom.conaffinity = geom.conaffinity & ~FLOOR

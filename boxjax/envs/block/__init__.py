@@ -10,6 +10,6 @@ from boxjax.envs.base import Task
 from boxjax.envs.block.config import BlockConfig, BlockParams
 from boxjax.envs.block.env import BlockEnv
 
-TASK = Task(config=BlockConfig, env=BlockEnv, fighters=2)
+TASK = Task(config=BlockConfig, env=BlockEnv)
 
 __all__ = ["TASK", "BlockConfig", "BlockEnv", "BlockParams"]

@@ -12,6 +12,8 @@ from mujoco import mjx
 from boxjax.envs.base import TaskConfig
 from boxjax.envs.block import ik, punches
 from boxjax.envs.walk import teacher as teacher_lib
+from boxjax.mjcf import budget
+from boxjax.mjcf.boxer import BODIES
 from boxjax.ranges import ANY, COSINE, COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range
 
 KINDS = ("face", "command", "walk", "bag", "shove")
@@ -29,12 +31,14 @@ REWARD_TERMS = (
 SUCCESS = ("blocks", "goals", "bag_hits", "recoveries", "commands_held")
 EVENTS = (
     "punch/thrown", "punch/arrived", "punch/blocked", "punch/parried", "punch/missed", "punch/hit",
-    "punch/hit_score", "vision/hidden",
+    "punch/clean", "punch/hit_score", "vision/hidden",
     "command/ik_residual_m", "command/glove_error_m", "walk/distance_m", "bag/hit_speed", "shove/shoved",
 )  # fmt: skip
 ABLATIONS = ("vision", "scoring", "ik")
 """Parts of the step a benchmark may leave out (`BlockConfig.ablate`): the rays (our fighter sees zeros),
 the 19-path punch score (every punch scores 0), the command's arm fit (the guard pose is the target)."""
+OPPONENTS = ("simulated", "puppet")
+"""The opponent's kinds (`BlockConfig.opponent`)."""
 NUM_POSES = len(ik.GUARD_POSES)
 TASK_FIELDS = (("kind", len(KINDS)), ("command", NUM_POSES + 6 + 8), ("walk", 3), ("bag", 3))
 """Task part of the observation: kind one-hot; command pose one-hot, glove targets (2 x 3 from the head, in
@@ -48,6 +52,18 @@ class BlockConfig(TaskConfig):
 
     ablate: tuple[str, ...] = ()
     """Parts of the step left out, from `ABLATIONS` (benchmarks price each part; none in training)."""
+    opponent: str = "simulated"
+    """The opponent, one of `OPPONENTS`: "simulated", a second simulated fighter whose actuators track the
+    punch library and whose pelvis is welded to the recorded root path (`boxjax.mjcf.sparring`), so a
+    guard physically stops a punch; "puppet", mocap bodies replaying the recordings kinematically
+    (`boxjax.mjcf.puppet`; our body's), whose glove passes through a guard and is judged by its touch."""
+    opponent_body: str = "simple"
+    """The simulated opponent's body. "simple" by default: he only throws the recorded punches (solved on
+    "simple") and is seen and blocked through his bones, head and gloves, which every body shares; his
+    muscles and fingers would only add physics (a second 89-DoF tree, muscle contacts against ours)."""
+    opponent_weld_timeconst_s: float = 0.02
+    """Solref time constant of the weld holding the simulated opponent's pelvis to the recorded root path
+    (MuJoCo's default stiffness: he sags 0.5 mm in the guard)."""
     kind_weights: tuple[float, ...] = (0.4, 0.2, 0.15, 0.15, 0.1)
     """Relative weights of the episode kinds, `KINDS` order (face, command, walk, bag, shove)."""
     action_scale_rad: float = 0.4
@@ -60,17 +76,23 @@ class BlockConfig(TaskConfig):
     """Range of the random time the opponent waits in the guard before each punch."""
     vision_delay_s: float = 0.1
     """Age of the vision frame the policy sees."""
-    arrival_lag_s: float = 0.0
-    """A punch is scored this long after its impact frame (the puppet's glove is on target at it)."""
+    arrival_lag_s: float = 0.2
+    """A punch is judged this long after its impact frame, on its glove's closest approach to the target
+    since it was thrown (a simulated glove driven by force-limited joints lands up to ~0.2 s after the
+    recording's impact frame; the puppet's is on target at it)."""
     reach_m: float = 0.1
     """A punch whose glove stops farther than this from the target's surface scores 0."""
     block_max_score: float = 0.25
     """An arriving punch scoring at most this is a block; above it, a hit."""
+    clean_hit_score: float = 0.75
+    """A hit scoring at least this is clean; below it, partly through."""
+    touch_margin_m: float = 0.01
+    """The opponent's glove touched our guard when its swept centre came within the two radii plus this."""
     opponent_contact_timeconst_s: float = 0.2
-    """Solref time constant of the puppet opponent's colliding geoms (`boxjax.mjcf.puppet`; MuJoCo averages
-    it with our fighter's 0.02 s, an effective 0.11 s at 0.2): a clean hit on a fighter standing passively
-    in the guard then peaks at ~100-200 N and does not floor him; with the default 0.02 s on both sides it
-    peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
+    """Puppet only: solref time constant of the puppet's colliding geoms (`boxjax.mjcf.puppet`; MuJoCo
+    averages it with our fighter's 0.02 s, an effective 0.11 s at 0.2): a clean hit on a fighter standing
+    passively in the guard then peaks at ~100-200 N and does not floor him; with the default 0.02 s on both
+    sides it peaks at ~2 kN and keeps pushing (a kinematic glove cannot be stopped)."""
     opponent_follow_mps: float = 1.0
     """In face episodes the opponent stays on our fighter: the recorded scene (punches and guard, recorded
     against our fighter standing at the guard keyframe) is moved at up to this speed toward where the
@@ -165,6 +187,9 @@ class BlockConfig(TaskConfig):
         "arrival_lag_s": NON_NEGATIVE,
         "reach_m": NON_NEGATIVE,
         "block_max_score": UNIT,
+        "clean_hit_score": UNIT,
+        "touch_margin_m": NON_NEGATIVE,
+        "opponent_weld_timeconst_s": POSITIVE,
         "opponent_contact_timeconst_s": POSITIVE,
         "opponent_follow_mps": NON_NEGATIVE,
         "opponent_turn_radps": NON_NEGATIVE,
@@ -199,9 +224,22 @@ class BlockConfig(TaskConfig):
                 f"BlockConfig.kind_weights needs {len(KINDS)} weights >= 0 ({', '.join(KINDS)}) "
                 f"with a positive sum, got {self.kind_weights}"
             )
+        if self.opponent not in OPPONENTS:
+            raise ValueError(
+                f"BlockConfig.opponent: unknown {self.opponent!r}; valid: {', '.join(OPPONENTS)}"
+            )
+        if self.opponent_body not in BODIES:
+            raise ValueError(
+                f"BlockConfig.opponent_body: unknown body {self.opponent_body!r}; valid: {', '.join(BODIES)}"
+            )
         unknown = sorted(set(self.ablate) - set(ABLATIONS))
         if unknown:
             raise ValueError(f"BlockConfig.ablate: unknown parts {unknown}; valid: {', '.join(ABLATIONS)}")
+
+    def contact_budget(self) -> budget.ContactBudget:
+        """Slots of one block world: both fighters and the opponent's weld (`budget.world_budget`), or our
+        fighter and the puppet."""
+        return budget.world_budget(self.body, self.opponent_body if self.opponent == "simulated" else None)
 
     def to_dict(self) -> dict:
         """JSON-friendly copy; `ablate` only when something is left out, so a full run's description is
@@ -218,7 +256,7 @@ class BlockParams:
 
     model: mjx.Model
     template: mjx.Data
-    """One world in the guard: our fighter placed, the opponent's puppet posed, PD targets of the guard."""
+    """One world in the guard: both fighters placed (or the puppet posed), PD targets of the guard."""
     punches: punches.PunchTable
     guard_vision: jax.Array
     """(FRAME_SIZE,) what our fighter sees in the guard: the vision frames before the first step."""
@@ -276,6 +314,11 @@ class BlockInfo:
     """(3,) the opponent's punching glove after the last step (the start of its next sweep)."""
     parried: jax.Array
     """() float32 1 once the current punch's glove touched our guard on its way."""
+    punch_gap: jax.Array
+    """() metres of the current punch's closest approach so far (glove to target surface; `NO_GAP_M`
+    before it is thrown)."""
+    punch_score: jax.Array
+    """() its 19-path score at that closest approach."""
     opponent_anchor: jax.Array
     """(3,) where the opponent's recorded scene stands for the next step (`follow_anchor`, updated after each
     step while he waits in the guard): the floor point (x, y) the recording's reference (our pelvis at the

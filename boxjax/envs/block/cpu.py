@@ -1,8 +1,9 @@
 """The block task on the CPU: MuJoCo C worlds in one `mujoco.batch.Batch`, the task in JAX on the CPU.
 
-The block task (mixed episodes, the puppet opponent, vision, the punch score, the arm fit at reset, the
-rewards) is not ported: it is `BlockEnv`'s own code, jitted on the CPU and vmapped over the K worlds of
-this process. A step is `BlockEnv.before_physics` (punch clock, puppet pose, PD targets, shove) →
+The block task (mixed episodes, the opponent, vision, the punch score, the arm fit at reset, the rewards)
+is not ported: it is `BlockEnv`'s own code, jitted on the CPU and vmapped over the K worlds of this
+process. A step is `BlockEnv.before_physics` (punch clock, the opponent's targets and root anchor or the
+puppet's pose, our PD targets, shove) →
 MuJoCo's C engine (`boxjax.physics.cpu`) → `BlockEnv.after_physics` (see, score, reward, observe).
 The MuJoCo worlds keep the float64 physics state; the task sees float32 copies of the fields it reads
 (`PhysicsView`, which stands in for `mjx.Data` in `State.data`), as the JAX env sees MJX's.
@@ -48,7 +49,7 @@ class PhysicsView:
     ctrl: jax.Array
     """(nu,) actuator controls."""
     mocap_pos: jax.Array
-    """(nmocap, 3) the puppet opponent's bodies."""
+    """(nmocap, 3) mocap bodies: the simulated opponent's root anchor, or the puppet's bodies."""
     mocap_quat: jax.Array
     """(nmocap, 4)."""
     sensordata: jax.Array
@@ -285,7 +286,7 @@ class BlockCpuEnv:
         return state
 
     def _load(self, state: State, ids: np.ndarray) -> None:
-        """MuJoCo worlds `ids` reset and posed as in `state`: qpos, zero qvel, ctrl, the puppet's mocap."""
+        """MuJoCo worlds `ids` reset and posed as in `state`: qpos, zero qvel, ctrl, the mocap bodies."""
         cpu.reset(self.worlds, ids)
         d = state.data
         qpos, ctrl, mocap_pos, mocap_quat = jax.device_get((d.qpos, d.ctrl, d.mocap_pos, d.mocap_quat))

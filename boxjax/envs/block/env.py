@@ -3,20 +3,23 @@
 Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_weights`, so they can
 change without a recompile):
 
-* ``face``: the opponent replays the punch library (`punches`) kinematically: he is a puppet of
-  mocap bodies (`boxjax.mjcf.puppet`) posed every control step from the sampled punch's frame, and only our
-  fighter is simulated. The recorded scene (our fighter at the guard keyframe, him at the library's distance)
-  is moved toward our head and turned with our pelvis' heading at up to `opponent_follow_mps` /
-  `opponent_turn_radps` (`block_punch.follow_anchor`, `block_punch.place_scene`, `BlockInfo.opponent_anchor`),
-  while he waits between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until
-  his next punch; 0 pins him. A punch *arrives* `arrival_lag_s` after its impact frame and is judged then. The
-  puppet's glove follows its recording whatever is in its way (his contacts are soft), so the guard cannot
-  stop it physically; instead a punch whose glove, swept from one control step to the next, touched one of our
-  gloves or forearms on its way was *parried*: blocked. Otherwise a glove that stopped more than `reach_m`
-  short of the target *missed* (our fighter was not there: leaning away, displaced, falling), and one that
-  reached it is scored with `scoring` (19 paths from the glove to the target past our guard): up
-  to `block_max_score` *blocked*, above it a *hit*. Our fighter sees him only through `vision`
-  (0.1 s late).
+* ``face``: the opponent throws the punch library's recordings (`punches`). By default he is a second
+  simulated fighter (`BlockConfig.opponent` "simulated", `boxjax.mjcf.sparring`): his position actuators
+  track the sampled punch's joint angles frame by frame and his pelvis is welded to a mocap anchor on the
+  recorded root path, so a glove that meets our forearm is stopped or deflected by the physics. The recorded
+  scene (our fighter at the guard keyframe, him at the library's distance) is moved toward our head and
+  turned with our pelvis' heading at up to `opponent_follow_mps` / `opponent_turn_radps`
+  (`block_punch.follow_anchor`, `block_punch.place_scene`, `BlockInfo.opponent_anchor`) while he waits
+  between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until his next
+  punch; 0 pins him. A punch is judged `arrival_lag_s` after its impact frame on its glove's actual path:
+  its closest approach to the target since it was thrown (`block_punch.closest_approach`) and whether it
+  touched one of our gloves or forearms on the way (`block_punch.guard_contact`). Reached (within
+  `reach_m`) and scoring above `block_max_score` with `scoring` (19 paths from the glove to the target
+  past our guard) it is a hit (clean from `clean_hit_score`); otherwise a punch that touched the guard or
+  reached is blocked (parried when touched), and one that did neither missed (our fighter was not there).
+  With `opponent` "puppet" he is mocap bodies posed from the recording (`boxjax.mjcf.puppet`) whose glove
+  passes through a guard (his contacts are soft), so there a touch on the way blocks the punch whatever
+  its score. Our fighter sees him only through `vision` (0.1 s late).
 * ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
   at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
   damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
@@ -31,15 +34,17 @@ change without a recompile):
   `recover_s` later is a recovery.
 
 One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked
-in the guard at `opponent_park_m`, far from everything, his punches are not scored, and the vision
-field of the observation is zero. The bag hangs 1.25 m from the recording's face position, out of reach.
+in the guard at `opponent_park_m`, far from everything (simulated all the same), his punches are not
+scored, and the vision field of the observation is zero. The bag hangs 1.25 m from the recording's face
+position, out of reach.
 
 The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
 vision frame, the kind one-hot, then the command (pose one-hot, glove targets, fitted arm angles), the
 walk spot and the bag, each zero where unused. The action is an offset around the episode's reference
 pose (the guard; for commands, the guard with the fitted arms).
 
-A step is two pure halves around the physics (`BlockEnv.before_physics`, `BlockEnv.after_physics`), so
+A step is two pure halves around the physics (`BlockEnv.before_physics`: the opponent's targets and anchor,
+or his puppet's poses, then ours; `BlockEnv.after_physics`), so
 the CPU path (`boxjax.envs.block.cpu`) runs this same task code around MuJoCo's C engine.
 
 Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
@@ -85,7 +90,7 @@ from boxjax.envs.block.config import (
 )
 from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher as teacher_lib
-from boxjax.mjcf import puppet
+from boxjax.mjcf import puppet, sparring
 from boxjax.physics import mjx as physics
 
 
@@ -98,12 +103,26 @@ class BlockEnv:
         config = config or BlockConfig()
         self.config = config
         lib = punches.load(config.punch_library or None, body=config.body)
-        self.arena = puppet.build(config.body, lib.distance_m, config.opponent_contact_timeconst_s)
+        self.simulated = config.opponent == "simulated"
+        """Whether the opponent is a simulated fighter (else the puppet)."""
+        if self.simulated:
+            punches.load(config.punch_library or None, body=config.opponent_body)
+            self.arena = sparring.build(
+                config.body, config.opponent_body, lib.distance_m, config.opponent_weld_timeconst_s
+            )
+            self.opponent = self.arena.index.blue
+            self.guard_qpos = self.arena.guard_qpos.astype(np.float32)
+        else:
+            self.arena = puppet.build(config.body, lib.distance_m, config.opponent_contact_timeconst_s)
+            self.opponent = self.arena.puppet
         self.mj_model, arena = self.arena.model, self.arena.index
-        self.me, self.opponent = arena.red, self.arena.puppet
-        budget = mjcf.PAIR_BUDGET[config.body]
+        self.me = arena.red
+        if not self.simulated:
+            self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)
+        """(nq,) both fighters in the guard (the puppet: ours only), the bag at rest."""
+        slots = config.contact_budget()
         self.physics = physics_config or physics.PhysicsConfig(
-            contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
+            contacts_per_world=slots.ncon_per_world, njmax=slots.njmax
         )
         self.substeps = int(round(config.control_dt_s / self.mj_model.opt.timestep))
         if not math.isclose(self.substeps * self.mj_model.opt.timestep, config.control_dt_s, rel_tol=1e-6):
@@ -112,8 +131,6 @@ class BlockEnv:
                 f"{self.mj_model.opt.timestep}"
             )
         self.library = punches.resample(lib, 1.0 / config.control_dt_s)
-        self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)
-        """(nq,) our fighter in the guard, the bag at rest (the opponent is mocap: `guard_mocap_*`)."""
         self.guard_mocap_pos = self.mj_model.key_mpos[arena.keyframes["stance"]].reshape(-1, 3)
         self.guard_mocap_quat = self.mj_model.key_mquat[arena.keyframes["stance"]].reshape(-1, 4)
         self._resolve(arena)
@@ -156,8 +173,9 @@ class BlockEnv:
         mujoco.mj_kinematics(model, guard)
         self.scene_head = (guard.geom_xpos[me.head_geom_id, :2] - root[:2]).astype(np.float32)
         """(2,) our head's floor position from the pelvis at the guard keyframe (the opponent follows it)."""
+        root_xy = self.guard_qpos[opp.qpos_adr : opp.qpos_adr + 2] if self.simulated else opp.root_xy
         self.park_offset = np.zeros(3, np.float32)
-        self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - opp.root_xy
+        self.park_offset[:2] = np.asarray(cfg.opponent_park_m) - root_xy
         """(3,) the opponent's move from the face position to his parking spot."""
         self.nu = int(me.act_qpos_adr.shape[0])
         self.action_size = int(me.action_size)
@@ -192,6 +210,8 @@ class BlockEnv:
         template = physics.make_data(self.mj_model, self.physics)
         ctrl = np.zeros(self.mj_model.nu, np.float32)
         ctrl[self.me.actuator_ids] = self.me.stance_ctrl
+        if self.simulated:
+            ctrl[self.opponent.actuator_ids] = self.opponent.stance_ctrl
         guard = mujoco.MjData(self.mj_model)
         guard.qpos[:] = self.guard_qpos
         mujoco.mj_kinematics(self.mj_model, guard)
@@ -204,7 +224,11 @@ class BlockEnv:
         return BlockParams(
             model=physics.put_model(self.mj_model, self.physics),
             template=template,
-            punches=punches.device_table(self.library, self.arena),
+            punches=(
+                punches.ctrl_table(self.library, self.mj_model, self.opponent)
+                if self.simulated
+                else punches.device_table(self.library, self.arena)
+            ),
             guard_vision=jnp.asarray(vision.see(guard, self.vision_index), jnp.float32),
             ik_model=self.arm_ik.model,
             kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
@@ -254,6 +278,8 @@ class BlockEnv:
             touching=jnp.zeros((2,), jnp.float32),
             punch_glove=jnp.zeros((3,), jnp.float32),
             parried=zero,
+            punch_gap=jnp.float32(block_punch.NO_GAP_M),
+            punch_score=zero,
             opponent_anchor=anchor,
             shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
             key=key,
@@ -316,18 +342,26 @@ class BlockEnv:
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         gloves, blockers = self._punch_capsules(data)
         hand = table.hand[punch]
-        score, reached = self._score(data, gloves, blockers, hand, table.target[punch])
-        contact, punch_glove = block_punch.guard_contact(gloves, blockers, hand, info.punch_glove)
+        score, gap = self._score(data, gloves, blockers, hand, table.target[punch])
+        best_gap, best_score = block_punch.closest_approach(
+            frame, gap, score, info.punch_gap, info.punch_score
+        )
+        reached = (best_gap <= cfg.reach_m).astype(jnp.float32)
+        best_score = best_score * reached
+        contact, punch_glove = block_punch.guard_contact(
+            gloves, blockers, hand, info.punch_glove, cfg.touch_margin_m
+        )
         parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
         events = block_punch.punch_events(
-            table, punch, frame, score, reached, parried, self.lag_steps, cfg.block_max_score
-        )
+            table, punch, frame, best_score, reached, parried, self.lag_steps, cfg.block_max_score,
+            cfg.clean_hit_score, touch_blocks=not self.simulated,
+        )  # fmt: skip
         events = {k: v * face for k, v in events.items()}
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
         terms.update(
             block=cfg.w_block * events["punch/blocked"],
-            hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * score,
+            hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * best_score,
         )
         nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
         fell = fell * finite
@@ -342,7 +376,8 @@ class BlockEnv:
         )
         info = info.replace(
             punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
-            punch_glove=punch_glove, parried=parried, opponent_anchor=anchor,
+            punch_glove=punch_glove, parried=parried, punch_gap=best_gap, punch_score=best_score,
+            opponent_anchor=anchor,
         )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
         metrics.update(physics.figures(data))
@@ -405,7 +440,8 @@ class BlockEnv:
 
     # -- reset pieces ---------------------------------------------------------------------------------
     def _initial_qpos(self, params: BlockParams, kind, k_noise, k_place) -> jax.Array:
-        """(nq,) the guard with joint noise, our fighter placed for `kind`."""
+        """(nq,) the guard with joint noise, our fighter placed for `kind` (the simulated opponent facing
+        him in face episodes, else parked)."""
         me, cfg = self.me, self.config
         k_yaw, k_dist = jax.random.split(k_place)
         noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -cfg.init_noise_rad, cfg.init_noise_rad)
@@ -418,7 +454,12 @@ class BlockEnv:
         walk = frames.turn_root(root, yaw, jnp.asarray(cfg.walk_origin_m, jnp.float32))
         bag = frames.turn_root(root, yaw, facing_bag)
         root = jnp.where(kind == WALK, walk, jnp.where(kind == BAG, bag, root))
-        return qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
+        qpos = qpos.at[me.qpos_adr : me.qpos_adr + 7].set(root)
+        if self.simulated:  # the opponent parked outside face episodes
+            adr = self.opponent.qpos_adr
+            park = jnp.where(kind == FACE, 0.0, jnp.asarray(self.park_offset[:2]))
+            qpos = qpos.at[adr : adr + 2].add(park)
+        return qpos
 
     def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
         """A command drawn and fitted: (guard pose with the fitted arms (nu,), pose id, glove offsets (2, 3),
@@ -472,10 +513,13 @@ class BlockEnv:
     def _pose_opponent(
         self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array
     ) -> mjx.Data:
-        """The puppet at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
-        recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard."""
+        """The opponent at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
+        recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard. The
+        simulated opponent gets the frame's PD targets and his root anchor; the puppet, its body poses."""
         face = kind == FACE
         at = jnp.where(face, jnp.maximum(frame, 0), 0)
+        if self.simulated:
+            return self._drive_opponent(data, table.ctrl[punch, at], face, anchor)
         pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
         placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         rows = jnp.asarray(self.opponent.mocap_ids)
@@ -484,6 +528,22 @@ class BlockEnv:
                 jnp.where(face, placed_pos, pos + jnp.asarray(self.park_offset))
             ),
             mocap_quat=data.mocap_quat.at[rows].set(jnp.where(face, placed_quat, quat)),
+        )
+
+    def _drive_opponent(self, data: mjx.Data, ctrl: jax.Array, face, anchor: jax.Array) -> mjx.Data:
+        """The simulated opponent's PD targets set to `ctrl` (U,), his root anchor moved with the scene to
+        `anchor` in face episodes (`place_scene`), else parked."""
+        pos = jnp.asarray(self.arena.anchor_pos, jnp.float32)[None]
+        quat = jnp.asarray(self.arena.anchor_quat, jnp.float32)[None]
+        placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
+        row = self.arena.anchor_mocap
+        opp = jnp.asarray(self.opponent.actuator_ids)
+        return data.replace(
+            ctrl=data.ctrl.at[opp].set(ctrl),
+            mocap_pos=data.mocap_pos.at[row].set(
+                jnp.where(face, placed_pos[0], pos[0] + jnp.asarray(self.park_offset))
+            ),
+            mocap_quat=data.mocap_quat.at[row].set(jnp.where(face, placed_quat[0], quat[0])),
         )
 
     def _drive(self, data: mjx.Data, action, info: BlockInfo) -> mjx.Data:
@@ -528,11 +588,11 @@ class BlockEnv:
         self, data: mjx.Data, gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, target
     ) -> tuple[jax.Array, jax.Array]:
         """The opponent's `hand` glove against our `target` in `data` (`block_punch.judge_punch`): (score,
-        reached); with "scoring" ablated, (0, 0)."""
+        gap m); with "scoring" ablated, (0, `NO_GAP_M`): every punch out of reach."""
         if "scoring" in self.config.ablate:
-            return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
+            return jnp.zeros((), jnp.float32), jnp.float32(block_punch.NO_GAP_M)
         goals = vision.pose_capsules(data.geom_xpos, data.geom_xmat, self.targets)
-        return block_punch.judge_punch(gloves, goals, blockers, hand, target, self.config.reach_m)
+        return block_punch.judge_punch(gloves, goals, blockers, hand, target)
 
     def _see(self, data: mjx.Data) -> jax.Array:
         """(FRAME_SIZE,) what our fighter sees now (`vision.see`); zeros with "vision" ablated."""

@@ -1,6 +1,7 @@
 """The opponent's punches in the block task: his punch clock, where his recorded scene stands, and how a
-punch that arrives is judged (parried on its way, missed, blocked by the guard, or a hit). Pure functions
-of one world; `boxjax.envs.block.env` composes them."""
+punch that arrives is judged (blocked by the guard, missed, or a hit, clean or partly through) from its
+glove's path: the closest approach to its target since it was thrown, and whether it touched our guard on
+the way. Pure functions of one world; `boxjax.envs.block.env` composes them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import jax.numpy as jnp
 
 from boxjax.envs import frames
 from boxjax.envs.block import punches, scoring, vision
+
+NO_GAP_M = 1e3
+"""The closest approach of a punch not yet thrown (and of every punch with the score ablated)."""
 
 
 def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple[int, int]):
@@ -46,15 +50,16 @@ def place_scene(
 
 
 def guard_contact(
-    gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, previous: jax.Array
+    gloves: vision.Capsules, blockers: vision.Capsules, hand: jax.Array, previous: jax.Array, margin_m: float
 ) -> tuple[jax.Array, jax.Array]:
     """Whether the opponent's `hand` glove (of `gloves`), swept from `previous` (3,) to where it is now,
-    touched one of our `blockers`: (() float32 1.0 if so, (3,) its centre now)."""
+    came within the two radii plus `margin_m` of one of our `blockers`: (() float32 1.0 if so, (3,) its
+    centre now)."""
     glove = 0.5 * (gloves.start[hand] + gloves.end[hand])
     dist = jax.vmap(vision.segment_distance, in_axes=(None, None, 0, 0))(
         previous, glove, blockers.start, blockers.end
     )
-    touched = jnp.any(dist <= blockers.radius + gloves.radius[hand])
+    touched = jnp.any(dist <= blockers.radius + gloves.radius[hand] + margin_m)
     return touched.astype(jnp.float32), glove
 
 
@@ -64,35 +69,59 @@ def judge_punch(
     blockers: vision.Capsules,
     hand: jax.Array,
     target: jax.Array,
-    reach_m: float,
 ) -> tuple[jax.Array, jax.Array]:
     """The opponent's `hand` glove (of `gloves`) against our `target` (of `goals`), past our `blockers`:
-    (() score, 0 when out of reach; () float32 1.0 when the glove is within `reach_m` of the target's
-    surface)."""
+    (() the 19-path score, () metres from the glove's surface to the target's)."""
     glove, glove_r = gloves.start[hand], gloves.radius[hand]
     goal, goal_r = goals.start[target], goals.radius[target]
     clear = scoring.punch_score(glove, goal, goal_r, blockers)
-    reached = (jnp.linalg.norm(goal - glove) - glove_r - goal_r <= reach_m).astype(jnp.float32)
-    return clear * reached, reached
+    return clear, jnp.linalg.norm(goal - glove) - glove_r - goal_r
+
+
+def closest_approach(frame, gap, score, best_gap, best_score) -> tuple[jax.Array, jax.Array]:
+    """The punch's closest approach (gap m, score there) with this step's `gap` and `score`: restarted
+    while he waits or throws (frame <= 0), tracked from frame 1 on."""
+    started = frame > 0
+    closer = started & (gap < best_gap)
+    best_gap = jnp.where(started, jnp.minimum(best_gap, gap), NO_GAP_M)
+    return best_gap, jnp.where(closer, score, jnp.where(started, best_score, 0.0))
 
 
 def punch_events(
-    table: punches.PunchTable, punch, frame, score, reached, parried, lag_steps: int, block_max_score: float
+    table: punches.PunchTable,
+    punch,
+    frame,
+    score,
+    reached,
+    touched,
+    lag_steps: int,
+    block_max_score: float,
+    clean_hit_score: float,
+    touch_blocks: bool,
 ) -> dict[str, jax.Array]:
     """() float32 flags of this step: thrown, arrived (`lag_steps` after the impact frame), and of an
-    arrival one of blocked (parried on its way, or scored up to `block_max_score`), missed (out of reach)
-    or hit; of the blocks those parried; the score of a hit."""
+    arrival exactly one of blocked, missed or hit (clean at `clean_hit_score` or more); of the blocks those
+    whose glove `touched` our guard on its way (parried); the score of a hit.
+
+    `score` is the 19-path score at the punch's closest approach, `reached` whether that came within
+    reach. A reached punch scoring above `block_max_score` is a hit; any other punch that touched the
+    guard or reached is blocked, the rest missed. With `touch_blocks` (the puppet, whose glove passes
+    through a guard) a touch blocks the punch whatever its score.
+    """
     arrival = jnp.minimum(table.impact[punch] + lag_steps, table.length[punch] - 1)
     arrived = (frame == arrival).astype(jnp.float32)
-    stopped = arrived * parried
-    landed = (arrived - stopped) * reached
-    hit = landed * (score > block_max_score)
+    through = reached * (score > block_max_score)
+    if touch_blocks:
+        through = through * (1.0 - touched)
+    hit = arrived * through
+    blocked = arrived * (1.0 - through) * jnp.maximum(touched, reached)
     return {
         "punch/thrown": (frame == 0).astype(jnp.float32),
         "punch/arrived": arrived,
-        "punch/blocked": stopped + landed - hit,
-        "punch/parried": stopped,
-        "punch/missed": arrived - stopped - landed,
+        "punch/blocked": blocked,
+        "punch/parried": blocked * touched,
+        "punch/missed": arrived - blocked - hit,
         "punch/hit": hit,
+        "punch/clean": hit * (score >= clean_hit_score),
         "punch/hit_score": hit * score,
     }

@@ -29,7 +29,8 @@ key                 dtype, shape    meaning
 Real recordings replace the generated file by writing the same keys: retarget the recording onto the
 named hinges, resample to any fixed rate, start and end each punch in the guard, and mark the impact
 frame. The environment resamples to its control rate (`resample`) and poses the opponent by name
-through forward kinematics, frame by frame, into the body poses of his puppet (`device_table`,
+as the PD targets of his actuators (`ctrl_table`, the simulated opponent of `boxjax.mjcf.sparring`) or,
+through forward kinematics frame by frame, as the body poses of his puppet (`device_table`,
 `boxjax.mjcf.puppet`).
 """
 
@@ -45,6 +46,7 @@ import numpy as np
 from flax import struct
 
 import boxjax
+from boxjax.mjcf.indexing import FighterIndex
 from boxjax.mjcf.puppet import PuppetArena
 
 FORMAT_VERSION = 1
@@ -88,13 +90,9 @@ class PunchLibrary:
 
 @struct.dataclass
 class PunchTable:
-    """The library on the device, at the control rate, as poses of the opponent's puppet bodies."""
+    """The library on the device, at the control rate: the simulated opponent's joint targets
+    (`ctrl_table`) or the puppet's body poses (`device_table`); the other is None."""
 
-    body_pos: jax.Array
-    """(P, T, B, 3) float32 world position of each puppet body per control step, the opponent in the face
-    position (past a punch's end: the guard)."""
-    body_quat: jax.Array
-    """(P, T, B, 4) float32 their orientations (w, x, y, z)."""
     length: jax.Array
     """(P,) int32 control steps of each punch."""
     impact: jax.Array
@@ -103,6 +101,14 @@ class PunchTable:
     """(P,) int32 0 = left glove, 1 = right glove."""
     target: jax.Array
     """(P,) int32 index into `TARGETS`."""
+    ctrl: jax.Array | None = None
+    """(P, T, U) float32 the simulated opponent's PD targets per control step, his actuators in model order
+    (past a punch's end: the guard)."""
+    body_pos: jax.Array | None = None
+    """(P, T, B, 3) float32 world position of each puppet body per control step, the opponent in the face
+    position (past a punch's end: the guard)."""
+    body_quat: jax.Array | None = None
+    """(P, T, B, 4) float32 their orientations (w, x, y, z)."""
 
 
 def validate(lib: PunchLibrary) -> None:
@@ -207,6 +213,38 @@ def resample(lib: PunchLibrary, rate_hz: float) -> PunchLibrary:
     return dataclasses.replace(lib, qpos=out, length=length, impact=impact, rate_hz=float(rate_hz))
 
 
+def _labels(lib: PunchLibrary) -> dict[str, jax.Array]:
+    """The table fields every opponent shares: lengths, impact frames, hands, targets."""
+    return dict(
+        length=jnp.asarray(lib.length, jnp.int32),
+        impact=jnp.asarray(lib.impact, jnp.int32),
+        hand=jnp.asarray([HANDS.index(h) for h in lib.hand], jnp.int32),
+        target=jnp.asarray([TARGETS.index(t) for t in lib.target], jnp.int32),
+    )
+
+
+def ctrl_table(lib: PunchLibrary, model: mujoco.MjModel, fighter: FighterIndex) -> PunchTable:
+    """The library as the simulated opponent's PD targets: his `stance` targets with the library's joints
+    set, clipped to their actuators' control ranges.
+
+    Args:
+      lib: the library, already at the control rate (`resample`).
+      model: the two-fighter arena (`boxjax.mjcf.sparring.build`).
+      fighter: the opponent's index in it.
+
+    Raises:
+      ValueError: a library joint the opponent's body does not actuate.
+    """
+    names = [model.actuator(a).name.removeprefix(fighter.prefix) for a in fighter.actuator_ids]
+    missing = [n for n in lib.joint_names if n not in names]
+    if missing:
+        raise ValueError(f"punch library joints {missing} are not actuated joints of the opponent's body")
+    cols = np.array([names.index(n) for n in lib.joint_names])
+    ctrl = np.broadcast_to(fighter.stance_ctrl, (*lib.qpos.shape[:2], len(names))).copy()
+    ctrl[..., cols] = np.clip(lib.qpos, *fighter.ctrl_range[cols].T)
+    return PunchTable(ctrl=jnp.asarray(ctrl, jnp.float32), **_labels(lib))
+
+
 def device_table(lib: PunchLibrary, arena: PuppetArena) -> PunchTable:
     """The library as puppet poses on the device: forward kinematics of the articulated opponent.
 
@@ -237,11 +275,4 @@ def device_table(lib: PunchLibrary, arena: PuppetArena) -> PunchTable:
             data.qpos[adr] = angles[p, t]
             mujoco.mj_kinematics(model, data)
             pos[p, t], quat[p, t] = data.xpos[bodies], data.xquat[bodies]
-    return PunchTable(
-        body_pos=jnp.asarray(pos),
-        body_quat=jnp.asarray(quat),
-        length=jnp.asarray(lib.length, jnp.int32),
-        impact=jnp.asarray(lib.impact, jnp.int32),
-        hand=jnp.asarray([HANDS.index(h) for h in lib.hand], jnp.int32),
-        target=jnp.asarray([TARGETS.index(t) for t in lib.target], jnp.int32),
-    )
+    return PunchTable(body_pos=jnp.asarray(pos), body_quat=jnp.asarray(quat), **_labels(lib))

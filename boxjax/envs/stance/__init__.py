@@ -7,6 +7,6 @@ twin that steps many worlds around MuJoCo's C engine.
 from boxjax.envs.base import Task
 from boxjax.envs.stance.env import StanceConfig, StanceEnv, StanceParams
 
-TASK = Task(config=StanceConfig, env=StanceEnv, fighters=1)
+TASK = Task(config=StanceConfig, env=StanceEnv)
 
 __all__ = ["TASK", "StanceConfig", "StanceEnv", "StanceParams"]

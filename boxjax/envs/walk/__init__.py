@@ -6,6 +6,6 @@
 from boxjax.envs.base import Task
 from boxjax.envs.walk.env import WalkConfig, WalkEnv, WalkParams
 
-TASK = Task(config=WalkConfig, env=WalkEnv, fighters=1)
+TASK = Task(config=WalkConfig, env=WalkEnv)
 
 __all__ = ["TASK", "WalkConfig", "WalkEnv", "WalkParams"]

@@ -239,7 +239,7 @@ class WalkEnv:
         self.config = config
         self.mj_model, arena = mjcf.build(config.body)
         self.index = arena.red
-        budget = mjcf.CONTACT_BUDGET[config.body]
+        budget = config.contact_budget()
         self.physics = physics_config or physics.PhysicsConfig(
             contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
         )
