@@ -1,12 +1,13 @@
-"""Watching a policy: `experiments/watch.py` renders a tiny block checkpoint's episodes to a GIF with
-MuJoCo's renderer (in a child process: MuJoCo binds its OpenGL backend on import, and this process imported
-it without one), the rollout trace keeps every step, and the camera, labels, overlays and GL choice
-behave."""
+"""Watching a policy and logging for TensorBoard: `experiments/watch.py` renders a tiny block checkpoint's
+episodes to a GIF with MuJoCo's renderer (in a child process: MuJoCo binds its OpenGL backend on import, and
+this process imported it without one), the rollout trace keeps every step, the camera, labels and GL
+choice behave, and `--tensorboard`'s event file reads back in TensorBoard's own reader."""
 
 import argparse
 import os
 import subprocess
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,7 @@ from flax import struct
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "experiments"))
+import _cli  # noqa: E402
 import watch  # noqa: E402
 
 from boxjax import platform  # noqa: E402
@@ -218,3 +220,36 @@ def test_a_gif_is_written_without_ffmpeg(tmp_path):
     np.testing.assert_array_equal(read[1], frames[2])
     with pytest.raises(ValueError, match="must end in .gif or .mp4"):
         video.write_video(str(tmp_path / "a.avi"), frames, fps=40.0)
+
+
+def test_tensorboard_scalars_read_back_and_a_resume_replaces_the_rerun_iterations(tmp_path):
+    pytest.importorskip("tensorboardX", reason="the tensorboard extra (tensorboardX) is not installed")
+    pytest.importorskip(
+        "tensorboard", reason="the tensorboard extra (tensorboard, the reader) is not installed"
+    )
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = _cli.base_parser("a training CLI").parse_args(["--tensorboard", "--iterations", "3"])
+    first = _cli.open_progress(args, str(tmp_path))
+    board = str(tmp_path / "tensorboard")
+    for it in (1, 2, 3):
+        first(_figures(it, 10.0 * it))
+    first.close()
+    time.sleep(1.1)  # tensorboardX names its event file by the second
+    resumed = _cli.Progress(4, str(tmp_path / "metrics.jsonl"), keep_through=2, tensorboard=board)
+    for it in (3, 4):
+        resumed(_figures(it, -1.0 * it))
+    resumed.close()
+    log = EventAccumulator(board)
+    log.Reload()
+    assert {"episode/return", "s_per_iteration"} <= set(log.Tags()["scalars"])
+    got = [(e.step, e.value) for e in log.Scalars("episode/return")]
+    assert got == [(1, 10.0), (2, 20.0), (3, -3.0), (4, -4.0)]
+
+
+def _figures(iteration: int, episode_return: float) -> dict:
+    """The figures `Progress` shows of one iteration."""
+    return {
+        "iteration": float(iteration), "s_per_iteration": 0.5, "steps_per_s": 100.0,
+        "episode/return": episode_return, "episode/fall_rate": 0.0, "episode/length": 10.0,
+    }  # fmt: skip
