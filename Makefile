@@ -9,7 +9,7 @@ STAMP := $(VENV)/.boxjax-installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,watch,tensorboard]"
 	touch $(STAMP)
 
 # The main job, small: blocking training of the simple body on the CPU path (the shipped walking teacher beside

@@ -89,3 +89,62 @@ def check_gpu() -> None:
             f"--platform gpu needs MuJoCo Warp ({err}): install warp-lang and mujoco-mjx "
             "(pip install -e '.[gpu]'), or run with --platform cpu"
         ) from err
+
+
+GL_BACKENDS = ("egl", "osmesa")
+"""MuJoCo's offscreen OpenGL backends (`MUJOCO_GL`), in the order tried: EGL (a GPU's, or Mesa's on a CPU
+machine), then OSMesa (Mesa's software renderer)."""
+GL_PACKAGES = {"egl": "libegl1", "osmesa": "libosmesa6"}
+"""The Debian/Ubuntu package that provides each backend's library."""
+_GL_PROBE = (
+    "import mujoco\n"
+    "m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size=\"1\"/></worldbody></mujoco>')\n"
+    "with mujoco.Renderer(m, 8, 8) as r:\n"
+    "    r.update_scene(mujoco.MjData(m))\n"
+    "    r.render()\n"
+)
+"""A tiny offscreen render: run in a child process, since MuJoCo binds its backend when first imported."""
+
+
+def gl_works(backend: str, timeout_s: float = 60.0) -> bool:
+    """Whether MuJoCo renders offscreen with `backend` (`MUJOCO_GL`) here, tried in a child process."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MUJOCO_GL": backend}
+    env.pop("PYOPENGL_PLATFORM", None)  # MuJoCo sets it to match the backend
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _GL_PROBE], env=env, capture_output=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def choose_gl(preset: str | None, works=gl_works) -> str:
+    """The GL backend to render with: `preset` (the user's `MUJOCO_GL`) if set, else the first of
+    `GL_BACKENDS` that `works`; `PlatformError` naming what to install when none (or not the preset) does."""
+    if preset:
+        if works(preset):
+            return preset
+        raise PlatformError(
+            f"MUJOCO_GL={preset} cannot render here; unset it to try {', '.join(GL_BACKENDS)}"
+        )
+    for backend in GL_BACKENDS:
+        if works(backend):
+            return backend
+    install = " or ".join(f"apt install {GL_PACKAGES[b]} ({b})" for b in GL_BACKENDS)
+    raise PlatformError(f"no OpenGL backend for MuJoCo's offscreen renderer works here: {install}")
+
+
+def select_gl() -> str:
+    """Choose the GL backend (`choose_gl`) and set `MUJOCO_GL` to it; returns it. Call before anything
+    imports mujoco (`boxjax.envs`, `boxjax.mjcf`): MuJoCo binds its backend on import."""
+    import sys
+
+    if "mujoco" in sys.modules and not os.environ.get("MUJOCO_GL"):
+        raise PlatformError("select_gl() must run before mujoco is imported (or set MUJOCO_GL yourself)")
+    backend = choose_gl(os.environ.get("MUJOCO_GL"))
+    os.environ["MUJOCO_GL"] = backend
+    return backend

@@ -68,6 +68,11 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         default=None,
         help="stop after this many consecutive iterations whose update was skipped as non-finite (default 5)",
     )
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also log every iteration's figures to runs/NAME/tensorboard (the tensorboard extra)",
+    )
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
     p.add_argument("--ppo", action="append", default=[], metavar="FIELD=VALUE", help="any PPOConfig field")
@@ -280,14 +285,19 @@ def exit_status(result: Any) -> int:
 def open_progress(
     args: argparse.Namespace, out: str, extra: tuple[tuple[str, str, str], ...] = ()
 ) -> Progress:
-    """The run's `Progress` on out/metrics.jsonl; resuming, the rows past the checkpoint resumed from are
-    dropped first (they will be run again), so no iteration is logged twice."""
+    """The run's `Progress` on out/metrics.jsonl (and out/tensorboard with `--tensorboard`); resuming, the
+    rows past the checkpoint resumed from are dropped first (they will be run again), so no iteration is
+    logged twice."""
     keep = None
     if args.resume:
         from boxjax.models import checkpoint
 
         keep = checkpoint.latest_step(args.resume)
-    return Progress(args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra, keep_through=keep)
+    # a hand-made Namespace (tests) may lack the flag
+    board = os.path.join(out, "tensorboard") if getattr(args, "tensorboard", False) else None
+    return Progress(
+        args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra, keep_through=keep, tensorboard=board
+    )
 
 
 def mark(name: str) -> None:
@@ -322,8 +332,41 @@ def truncate_rows(jsonl_path: str, last_iteration: int) -> None:
     os.replace(jsonl_path + ".tmp", jsonl_path)
 
 
+TENSORBOARD_EXTRA = "pip install -e '.[tensorboard]' (make installs it)"
+"""How to get the package `--tensorboard` writes with."""
+TENSORBOARD_FLUSH_S = 10
+"""Seconds between the TensorBoard writer's flushes to disk (a live board lags by at most this)."""
+
+
+class TensorBoardLog:
+    """Every iteration's figures as TensorBoard scalars, at the iteration as step, through tensorboardX's
+    `SummaryWriter` (the `tensorboard` extra; a clear `ImportError` naming it when missing)."""
+
+    def __init__(self, logdir: str, purge_step: int | None = None):
+        """Write to `logdir`; with `purge_step` (a resume), the events from that step on are dropped."""
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as err:
+            raise ImportError(
+                f"--tensorboard needs tensorboardX, the tensorboard extra: {TENSORBOARD_EXTRA}"
+            ) from err
+        self.writer = SummaryWriter(logdir, purge_step=purge_step, flush_secs=TENSORBOARD_FLUSH_S)
+
+    def __call__(self, figures: dict[str, Any]) -> None:
+        """Log one iteration's numeric figures under their own names."""
+        step = int(figures["iteration"])
+        for name, value in figures.items():
+            if name != "iteration" and isinstance(value, int | float):
+                self.writer.add_scalar(name, value, step)
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.close()
+
+
 class Progress:
-    """Prints one progress line per iteration and appends every iteration's figures to a JSONL file."""
+    """Prints one progress line per iteration and appends every iteration's figures to a JSONL file (and
+    to TensorBoard's event file with `tensorboard`, a folder)."""
 
     def __init__(
         self,
@@ -331,10 +374,13 @@ class Progress:
         jsonl_path: str,
         extra: tuple[tuple[str, str, str], ...] = (),
         keep_through: int | None = None,
+        tensorboard: str | None = None,
     ):
         self.total = total
         if keep_through is not None:
             truncate_rows(jsonl_path, keep_through)
+        purge = None if keep_through is None else keep_through + 1
+        self.board = TensorBoardLog(tensorboard, purge) if tensorboard else None
         self.jsonl = open(jsonl_path, "a")  # noqa: SIM115 - closed in close()
         self.extra = extra
         self.tty = sys.stdout.isatty()
@@ -343,6 +389,8 @@ class Progress:
         """Show and log one iteration."""
         self.jsonl.write(json.dumps(figures) + "\n")
         self.jsonl.flush()
+        if self.board:
+            self.board(figures)
         it = int(figures["iteration"])
         done = min(1.0, it / max(self.total, 1))
         bar = "#" * int(20 * done) + "." * (20 - int(20 * done))
@@ -371,3 +419,5 @@ class Progress:
         if self.tty:
             print()
         self.jsonl.close()
+        if self.board:
+            self.board.close()

@@ -1,5 +1,5 @@
-"""The package's layers: imports point one way, mjcf -> physics -> envs -> rl (models below envs and rl),
-and every registered task builds from its package's `TASK`."""
+"""The package's layers: imports point one way, mjcf -> physics -> envs -> rl -> viz (models below envs and
+rl), and every registered task builds from its package's `TASK`."""
 
 import ast
 import pathlib
@@ -18,6 +18,7 @@ LAYERS = {
     "boxjax.models": 2,
     "boxjax.envs": 3,
     "boxjax.rl": 4,
+    "boxjax.viz": 5,
 }
 """A module may import modules of its own layer or a lower one."""
 
