@@ -12,7 +12,7 @@ MP4 or GIF (by --out's extension; the `watch` extra: imageio, and imageio-ffmpeg
 --kind              block task only: every episode of this kind (the config's kind weights otherwise)
 --rays              block task: the 32 vision rays in face episodes (green seen, red hidden by our gloves)
 --targets           block task: the command's glove targets in command episodes (yellow spheres)
---labels            block task: punch outcomes (blocked, missed, partly blocked, clean hit) above our fighter
+--labels            block task: punch outcomes (blocked, parried, missed, partly or clean hit) above us
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def test_the_command_targets_turn_with_our_heading():
 def test_punch_outcomes_are_labelled_for_a_while():
     from boxjax.viz import render
 
-    flags = {k: np.zeros(8) for k in ("blocked", "missed", "hit", "hit_score")}
+    flags = {k: np.zeros(8) for k in ("blocked", "parried", "missed", "hit", "clean", "hit_score")}
     flags["qpos"] = np.zeros((8, 3))
     flags["blocked"][1] = 1.0
     flags["hit"][4], flags["hit_score"][4] = 1.0, 0.5
@@ -177,8 +177,9 @@ def test_punch_outcomes_are_labelled_for_a_while():
         "",
         "",
     ]
-    assert render.outcome(0.0, 0.0, 1.0, 0.9) == "clean hit 0.90"
-    assert render.outcome(0.0, 1.0, 0.0, 0.0) == "missed"
+    assert render.outcome(0.0, 0.0, 0.0, 1.0, 1.0, 0.9) == "clean hit 0.90"
+    assert render.outcome(0.0, 0.0, 1.0, 0.0, 0.0, 0.0) == "missed"
+    assert render.outcome(1.0, 1.0, 0.0, 0.0, 0.0, 0.0) == "parried"
 
 
 def test_the_trace_keeps_every_step_and_finished_worlds_stay_as_they_ended():

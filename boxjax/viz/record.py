@@ -9,7 +9,7 @@ import jax
 from boxjax.envs.base import State
 from boxjax.envs.block.config import COMMAND, FACE
 
-PUNCH_FLAGS = ("blocked", "missed", "hit", "hit_score")
+PUNCH_FLAGS = ("blocked", "parried", "missed", "hit", "clean", "hit_score")
 """The block task's `punch/*` step figures a video labels (`boxjax.envs.block.punch.punch_events`)."""
 
 

@@ -36,9 +36,6 @@ LABEL_ABOVE_PELVIS_M = 1.0
 """Punch outcomes are written this far above our pelvis..."""
 LABEL_HOLD_S = 0.75
 """...for this long after the punch arrived."""
-CLEAN_HIT_SCORE = 0.75
-"""A hit scoring at least this (share of the 19 paths to the target clear of our guard) is a clean hit; a
-lower one got partly through the guard."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +53,7 @@ class View:
     targets: bool = False
     """The command's glove targets, in command episodes."""
     labels: bool = False
-    """Punch outcomes (blocked, missed, partly blocked, clean hit), in face episodes."""
+    """Punch outcomes (blocked, parried, missed, partly blocked, clean hit), in face episodes."""
 
 
 def camera_pose(ours: np.ndarray, theirs: np.ndarray | None) -> tuple[np.ndarray, float, float]:
@@ -71,14 +68,15 @@ def camera_pose(ours: np.ndarray, theirs: np.ndarray | None) -> tuple[np.ndarray
     return 0.5 * (ours + theirs), azimuth, distance
 
 
-def outcome(blocked: float, missed: float, hit: float, hit_score: float) -> str:
-    """The label of one step's punch figures (`PUNCH_FLAGS`): '' when no punch arrived."""
+def outcome(blocked: float, parried: float, missed: float, hit: float, clean: float, hit_score: float) -> str:
+    """The label of one step's punch figures (`PUNCH_FLAGS`, the task's `punch_events`): '' when no punch
+    arrived; a hit's score is the share of the 19 paths to the target clear of our guard."""
     if blocked > 0.5:
-        return "blocked"
+        return "parried" if parried > 0.5 else "blocked"
     if missed > 0.5:
         return "missed"
     if hit > 0.5:
-        kind = "clean hit" if hit_score >= CLEAN_HIT_SCORE else "partly blocked, hit"
+        kind = "clean hit" if clean > 0.5 else "partly blocked, hit"
         return f"{kind} {hit_score:.2f}"
     return ""
 
