@@ -29,6 +29,17 @@ PANELS = (
 """(panel title, figures drawn in it); a figure missing from every run leaves its line out."""
 LOG_PANELS = ("s / iteration",)
 """Panels on a log scale: the first iteration (the compile) is orders of magnitude above the others."""
+EPISODE_PREFIX = "episode/"
+"""Figures of the episodes that ended in an iteration: 0 placeholders when none did (`episode/count` 0)."""
+
+
+def figure_values(rows: list[dict], key: str) -> list[float]:
+    """`key` of every row, NaN where a row lacks it, and for an episode figure (`EPISODE_PREFIX`) NaN where
+    no episode ended in that iteration: its 0 there is no measurement (a line would dive to 0 and back)."""
+    nan = float("nan")
+    if not key.startswith(EPISODE_PREFIX):
+        return [row.get(key, nan) for row in rows]
+    return [row.get(key, nan) if row.get("episode/count", 1.0) > 0 else nan for row in rows]
 
 
 def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[str, tuple[str, ...]]]:
@@ -44,6 +55,7 @@ def draw(runs: dict[str, list[dict]], out: str) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     panels = panels_with_data(runs)
     if not panels:
@@ -55,13 +67,14 @@ def draw(runs: dict[str, list[dict]], out: str) -> str:
         for label, rows in runs.items():
             steps = [row.get("env_steps", row.get("iteration", i)) for i, row in enumerate(rows)]
             for key in keys:
-                values = [row.get(key, float("nan")) for row in rows]
+                values = figure_values(rows, key)
                 name = label if len(keys) == 1 else f"{label}: {key.split('/')[-1]}"
                 ax.plot(steps, values, label=name, linewidth=1.2)
         ax.set_title(title)
         if title in LOG_PANELS:
             ax.set_yscale("log")
         ax.set_xlabel("environment steps")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, not 400000 (they run into each other)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:

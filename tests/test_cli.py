@@ -4,6 +4,7 @@ finished iteration and exits with 130; a resumed run logs no iteration twice."""
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -171,3 +172,16 @@ def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
     out = str(tmp_path / "both.png")
     assert plot_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
     assert os.path.getsize(out) > 10_000
+
+
+def test_iterations_without_an_ended_episode_are_gaps_in_the_curves_not_zeros():
+    import plot_runs
+
+    rows = [
+        {"episode/count": n, "episode/return": r, "s_per_iteration": 0.5}
+        for n, r in ((2.0, 5.0), (0.0, 0.0), (1.0, 7.0))
+    ]
+    returns = plot_runs.figure_values(rows, "episode/return")
+    assert returns[::2] == [5.0, 7.0] and math.isnan(returns[1])
+    assert plot_runs.figure_values(rows, "s_per_iteration") == [0.5, 0.5, 0.5]
+    assert math.isnan(plot_runs.figure_values(rows, "curriculum/level")[0])
