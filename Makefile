@@ -12,10 +12,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,watch,tensorboard]"
 	touch $(STAMP)
 
-# The main job, small: blocking training of the simple body on the CPU path (the shipped walking teacher beside
-# the policy). demo-stance: the stance task, whose learning shows within a few minutes of CPU.
+# The main job, small (experiments/demo.py): blocking training of the simple body on the CPU path, face episodes
+# against the simulated opponent with the shipped walking teacher's legs distilled, then its curves image and, when
+# MuJoCo's offscreen OpenGL works, a 3 s video. 7.0 min on our 2-core machine with empty compile caches: return
+# 154 -> 687, falls 100 % -> 35 % (first against last tenth). demo-stance: the stance task (4.7 min there; its
+# return rises slowly, 211 -> 253, and falls stay at 100 %).
 demo: $(STAMP)
-	$(PY) experiments/block.py --platform cpu --body simple --iterations 300 --name demo
+	$(PY) experiments/demo.py
 
 demo-stance: $(STAMP)
 	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo-stance
