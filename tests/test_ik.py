@@ -34,10 +34,7 @@ def test_reaches_a_target_made_from_a_reachable_pose_and_fits_every_guard():
     mid = 0.5 * (ik.lower + ik.upper)
     wanted = np.clip(mid + rng.uniform(-0.5, 0.5, mid.shape), ik.lower, ik.upper).astype(np.float32)
     reachable = arm_ik.glove_positions(ik, qpos.at[ik.qpos_adr].set(wanted))
-    guards = [
-        arm_ik.guard_targets(ik, qpos, jnp.int32(p), jnp.zeros((2, 3)))
-        for p in range(len(arm_ik.GUARD_POSES))
-    ]
+    guards = [arm_ik.guard_targets(ik, qpos, jnp.asarray(offsets)) for offsets in ik.targets_m]
     targets = jnp.stack([reachable, *guards])
     angles, residual = solve(jnp.broadcast_to(qpos, (targets.shape[0], qpos.shape[0])), targets)
     assert float(residual[0]) < REACH_TOL_M
@@ -51,9 +48,9 @@ def test_reaches_a_target_made_from_a_reachable_pose_and_fits_every_guard():
 
 def test_guard_targets_follow_the_fighters_heading():
     ik, qpos, _ = problem()
-    base = arm_ik.guard_targets(ik, qpos, jnp.int32(0), jnp.zeros((2, 3)))
+    base = arm_ik.guard_targets(ik, qpos, jnp.asarray(ik.targets_m[0]))
     turned = qpos.at[3:7].set(jnp.array([np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)], jnp.float32))
-    rotated = arm_ik.guard_targets(ik, turned, jnp.int32(0), jnp.zeros((2, 3)))
+    rotated = arm_ik.guard_targets(ik, turned, jnp.asarray(ik.targets_m[0]))
     head = arm_ik._kinematics(ik, turned).xpos[ik.head_body]
     offsets = np.asarray(rotated - head)
     want = np.asarray(arm_ik.GUARD_POSES["high_guard"])
@@ -108,9 +105,7 @@ def test_mujoco_c_arm_fit_equals_the_mjx_one():
     model, index = mjcf.arena.build("simple")
     fit = ik_cpu.ArmFit(model, arms)
     jax_fit = jax.jit(
-        lambda q, pose, jitter: arm_ik.solve_arms(
-            arms, q, arm_ik.guard_targets(arms, q, pose, jitter), 12, 0.05
-        )
+        lambda q, offsets: arm_ik.solve_arms(arms, q, arm_ik.guard_targets(arms, q, offsets), 12, 0.05)
     )
     rng = np.random.default_rng(1)
     for pose in range(len(arm_ik.GUARD_POSES)):
@@ -119,7 +114,39 @@ def test_mujoco_c_arm_fit_equals_the_mjx_one():
             np.float32
         )
         jitter = rng.uniform(-0.03, 0.03, (2, 3)).astype(np.float32)
-        want_angles, want_residual = jax_fit(jnp.asarray(qpos), jnp.int32(pose), jnp.asarray(jitter))
-        angles, residual = fit.fit(qpos, pose, jitter, 12, 0.05)
+        offsets = arms.targets_m[pose] + jitter
+        want_angles, want_residual = jax_fit(jnp.asarray(qpos), jnp.asarray(offsets))
+        angles, residual = fit.fit(qpos, offsets, 12, 0.05)
         np.testing.assert_allclose(angles, np.asarray(want_angles), atol=1e-5)  # measured: 1.1e-6 rad
         np.testing.assert_allclose(residual, float(want_residual), atol=1e-6)  # measured: 1.3e-7 m
+
+
+def test_the_arms_posed_from_the_torso_match_the_whole_arena_and_so_does_their_fit():
+    """`chain_kinematics` (each arm posed from the frame it hangs from) gives MJX's kinematics of the whole
+    arena (measured: 1.8e-7 m, 1.2e-7 on axes and anchors), and `track_arms` over 12 steps the angles of
+    `solve_arms` (same steps on the whole arena's kinematics)."""
+    arms, qpos0, _ = problem()
+    model, _ = mjcf.arena.build("simple")
+    chain = arm_ik.make_arm_chain(model, arms)
+    rng = np.random.default_rng(2)
+    qpos = (
+        jnp.asarray(qpos0)
+        .at[arms.qpos_adr]
+        .add(rng.uniform(-0.5, 0.5, arms.qpos_adr.size).astype(np.float32))
+    )
+    data = arm_ik._kinematics(arms, qpos)
+    parents = jnp.asarray(chain.parent_body)
+    frames = (data.xpos[parents], data.xmat[parents])
+    gloves, axes, anchors = jax.jit(lambda f, q: arm_ik.chain_kinematics(chain, *f, q, q[arms.qpos_adr]))(
+        frames, qpos
+    )
+    np.testing.assert_allclose(gloves, data.site_xpos[arms.glove_site_ids], atol=1e-5)
+    np.testing.assert_allclose(axes, data.xaxis[arms.joint_ids], atol=1e-5)
+    np.testing.assert_allclose(anchors, data.xanchor[arms.joint_ids], atol=1e-5)
+    targets = arm_ik.guard_targets(arms, qpos, jnp.asarray(arms.targets_m[1]))
+    want, want_residual = arm_ik.solve_arms(arms, qpos, targets, 12, 0.05)
+    angles, residual = jax.jit(
+        lambda f, q, t: arm_ik.track_arms(arms, chain, f, q, q[arms.qpos_adr], t, 12, 0.05)
+    )(frames, qpos, targets)
+    np.testing.assert_allclose(angles, want, atol=1e-4)
+    np.testing.assert_allclose(residual, want_residual, atol=1e-5)

@@ -31,19 +31,21 @@ REWARD_TERMS = (
 SUCCESS = ("blocks", "goals", "bag_hits", "recoveries", "commands_held")
 EVENTS = (
     "punch/thrown", "punch/arrived", "punch/blocked", "punch/parried", "punch/missed", "punch/hit",
-    "punch/clean", "punch/hit_score", "vision/hidden",
-    "command/ik_residual_m", "command/glove_error_m", "walk/distance_m", "bag/hit_speed", "shove/shoved",
+    "punch/clean", "punch/hit_score", "vision/hidden", "command/presses", "command/ik_residual_m",
+    "command/glove_error_m", "walk/distance_m", "bag/hit_speed", "shove/shoved",
 )  # fmt: skip
 ABLATIONS = ("vision", "scoring", "ik")
 """Parts of the step a benchmark may leave out (`BlockConfig.ablate`): the rays (our fighter sees zeros),
-the 19-path punch score (every punch scores 0), the command's arm fit (the guard pose is the target)."""
+the 19-path punch score (every punch scores 0), the command's presses and arm fit (the guard pose is the
+target)."""
 OPPONENTS = ("simulated", "puppet")
 """The opponent's kinds (`BlockConfig.opponent`)."""
 NUM_POSES = len(ik.GUARD_POSES)
 TASK_FIELDS = (("kind", len(KINDS)), ("command", NUM_POSES + 6 + 8), ("walk", 3), ("bag", 3))
-"""Task part of the observation: kind one-hot; command pose one-hot, glove targets (2 x 3 from the head, in
-the pelvis heading frame of `ik.GUARD_POSES`) and fitted arm angles minus the guard's (8); walk spot
-(forward, left, distance) and bag centre (from the pelvis), both in the facing frame (`BlockEnv._facing`)."""
+"""Task part of the observation: kind one-hot; command: the one-hot of the named pose nearest its targets,
+the glove targets (2 x 3 from the head, in the pelvis heading frame) and fitted arm angles minus the
+guard's (8); walk spot (forward, left, distance) and bag centre (from the pelvis), both in the facing
+frame (`BlockEnv._facing`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,15 +112,23 @@ class BlockConfig(TaskConfig):
     walk checkpoint directory, or 'untrained' (fresh weights: a trained one's cost, for benchmarks of bodies
     without one). Its weight is `PPOConfig.distill_coef`."""
     ik_iterations: int = 12
-    """Damped-least-squares steps of the command's arm fit at reset."""
+    """Damped-least-squares steps of the first press's arm fit, at reset."""
+    ik_iterations_per_step: int = 1
+    """Damped-least-squares steps of the arm fit in every control step of a command episode, warm-started
+    from the last step's angles and posed from the stepped torso (`ik.track_arms`): a press's new targets
+    are fitted over its first steps, and the fit follows the torso as it moves."""
     ik_damping: float = 0.05
     """Damping of those steps."""
+    press_interval_s: tuple[float, float] = (1.0, 2.0)
+    """Range of the random time from one block press to the next in command episodes (the first is at
+    reset); each press names new glove targets."""
     command_jitter_m: float = 0.03
-    """Uniform jitter on each glove target of a command (per axis)."""
+    """The guard region the targets are drawn from: random blends of the named guard poses
+    (`ik.GUARD_POSES`), each glove target jittered by up to this per axis."""
     command_tolerance_m: float = 0.05
     """A glove this close to its target counts as on target..."""
     command_hold_s: float = 0.5
-    """...and both gloves on target this long is a command held (once per episode)."""
+    """...and both gloves on target this long is a command held (once per press)."""
     walk_origin_m: tuple[float, float] = (-3.0, 0.0)
     """Where walk episodes start (x, y), clear of the bag."""
     walk_distance_m: tuple[float, float] = (0.5, 2.0)
@@ -195,7 +205,9 @@ class BlockConfig(TaskConfig):
         "opponent_turn_radps": NON_NEGATIVE,
         "opponent_park_m": ANY,
         "ik_iterations": COUNT,
+        "ik_iterations_per_step": COUNT,
         "ik_damping": NON_NEGATIVE,
+        "press_interval_s": Range(0.0, pair=True),
         "command_jitter_m": NON_NEGATIVE,
         "command_tolerance_m": POSITIVE,
         "command_hold_s": NON_NEGATIVE,
@@ -289,15 +301,17 @@ class BlockInfo:
     slot: jax.Array
     """() int32 the buffer's oldest frame."""
     command: jax.Array
-    """() int32 commanded guard pose (`ik.GUARD_POSES` order)."""
+    """() int32 the named guard pose nearest the current press's targets (`ik.GUARD_POSES` order)."""
     command_offset: jax.Array
-    """(2, 3) glove targets (left, right) from the head in the heading frame, jitter included."""
+    """(2, 3) the current press's glove targets (left, right) from the head, in the heading frame."""
     ik_residual: jax.Array
     """() metres the fitted arms miss the worse glove's target by."""
+    next_press: jax.Array
+    """() int32 step of the next block press (command episodes)."""
     hold: jax.Array
     """() int32 consecutive steps with both gloves on target."""
     held: jax.Array
-    """() float32 1 once the command was held this episode."""
+    """() float32 1 once the current press was held."""
     spot: jax.Array
     """(2,) walk target on the floor (world x, y)."""
     spot_distance: jax.Array

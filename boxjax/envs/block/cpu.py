@@ -148,7 +148,7 @@ class CpuTask(BlockEnv):
         super().__init__(config)
         self.arm_fit = ik_cpu.ArmFit(self.mj_model, self.arm_ik)
 
-    def _fit_arms(self, params: BlockParams, qpos: jax.Array, pose: jax.Array, jitter: jax.Array):
+    def _fit_arms(self, params: BlockParams, qpos: jax.Array, offset: jax.Array):
         """(arm angles (J,), IK residual ()) from `ik_cpu.ArmFit.fit` (one world: call under `lax.map`)."""
         cfg = self.config
         fit = functools.partial(self.arm_fit.fit, iterations=cfg.ik_iterations, damping=cfg.ik_damping)
@@ -156,7 +156,7 @@ class CpuTask(BlockEnv):
             jax.ShapeDtypeStruct((self.arm_ik.qpos_adr.shape[0],), jnp.float32),
             jax.ShapeDtypeStruct((), jnp.float32),
         )
-        return jax.pure_callback(fit, shapes, qpos, pose, jitter)
+        return jax.pure_callback(fit, shapes, qpos, offset)
 
 
 @functools.lru_cache(maxsize=4)

@@ -20,10 +20,14 @@ change without a recompile):
   With `opponent` "puppet" he is mocap bodies posed from the recording (`boxjax.mjcf.puppet`) whose glove
   passes through a guard (his contacts are soft), so there a touch on the way blocks the punch whatever
   its score. Our fighter sees him only through `vision` (0.1 s late).
-* ``command``: block on command. A command names a guard pose of `ik.GUARD_POSES` plus a small jitter;
-  at reset `ik.solve_arms` fits the arm angles to its glove targets on the device (a fixed number of
-  damped-least-squares steps). Those angles replace the guard's arms in the episode's reference pose
-  (the PD base and the pose reward), and a reward tracks the gloves to the targets in the heading frame.
+* ``command``: block on command. Presses come at random times (`press_interval_s`, the first at reset),
+  each naming glove targets drawn from the guard region (`ik.draw_offsets`: a random blend of the named
+  `ik.GUARD_POSES`, jittered by up to `command_jitter_m`). The arm angles are fitted by damped least squares
+  on the device: at reset by `ik.solve_arms` (`ik_iterations` steps), then in every step by `ik.track_arms`
+  (`ik_iterations_per_step` steps warm-started from the last step's angles, the arms posed from the
+  stepped torso), so each press's targets are fitted over its first steps and the fit follows the torso.
+  Those angles replace the guard's arms in the reference pose (the PD base and the pose reward), and a
+  reward tracks the gloves to the targets in the heading frame.
 * ``walk``: walk to a spot on the floor, `walk_distance_m` away in any direction; progress and arrival
   are rewarded. The fighter starts at `walk_origin_m` with a random heading.
 * ``bag``: punch the bag. The fighter stands `bag_distance_m` from the bag's axis facing it (the bag's
@@ -162,6 +166,8 @@ class BlockEnv:
         if any(w.size != 1 for w in where):
             raise ValueError("every IK arm joint must be actuated")
         self.arm_act = np.array([w[0] for w in where], np.int32)
+        self.arm_chain = ik.make_arm_chain(model, self.arm_ik)
+        self.press_steps = tuple(max(cfg.steps(s), 1) for s in cfg.press_interval_s)
         """(8,) actuator positions of the IK's arm joints."""
         root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
         with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
@@ -242,7 +248,7 @@ class BlockEnv:
         gloves by millimetres), so a reset needs no physics pass; the IK runs its own kinematics.
         """
         me = self.me
-        key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove = jax.random.split(key, 8)
+        key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove, k_press = jax.random.split(key, 9)
         kind = block_kinds.sample_kind(k_kind, params.kind_weights)
         qpos = self._initial_qpos(params, kind, k_noise, k_place)
         pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command)
@@ -268,6 +274,7 @@ class BlockEnv:
             command=command,
             command_offset=offset,
             ik_residual=residual,
+            next_press=self._press_gap(k_press),
             hold=jnp.zeros((), jnp.int32),
             held=zero,
             spot=spot,
@@ -367,6 +374,9 @@ class BlockEnv:
         fell = fell * finite
         step = info.step + 1
         task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
+        key, k_press = jax.random.split(key)
+        info, presses = self._press(data, info, k_press)
+        task_events["command/presses"] = presses
         terms.update(task_terms)
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
@@ -462,29 +472,58 @@ class BlockEnv:
         return qpos
 
     def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
-        """A command drawn and fitted: (guard pose with the fitted arms (nu,), pose id, glove offsets (2, 3),
-        IK residual); with "ik" ablated, the guard pose itself, pose 0 and no offsets."""
-        cfg = self.config
-        if "ik" in cfg.ablate:
+        """The first press drawn and fitted: (guard pose with the fitted arms (nu,), nearest named pose,
+        glove offsets (2, 3), IK residual); with "ik" ablated, the guard pose, pose 0 and no offsets."""
+        if "ik" in self.config.ablate:
             zeros = jnp.zeros((2, 3), jnp.float32)
             return jnp.asarray(self.me.stance_ctrl), jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
-        k_pose, k_jitter = jax.random.split(key)
-        pose = jax.random.randint(k_pose, (), 0, NUM_POSES)
-        jitter = jax.random.uniform(
-            k_jitter, (2, 3), jnp.float32, -cfg.command_jitter_m, cfg.command_jitter_m
-        )
-        angles, residual = self._fit_arms(params, qpos, pose, jitter)
+        offset = ik.draw_offsets(key, self.arm_ik.targets_m, self.config.command_jitter_m)
+        angles, residual = self._fit_arms(params, qpos, offset)
         pose_ref = jnp.asarray(self.me.stance_ctrl).at[jnp.asarray(self.arm_act)].set(angles)
-        offset = jnp.asarray(self.arm_ik.targets_m)[pose] + jitter
-        return pose_ref, pose, offset, residual
+        return pose_ref, ik.nearest_pose(self.arm_ik, offset), offset, residual
 
-    def _fit_arms(self, params: BlockParams, qpos: jax.Array, pose: jax.Array, jitter: jax.Array):
-        """(arm angles (J,), IK residual ()) of guard `pose` plus `jitter` (2, 3) for our fighter in `qpos`,
+    def _fit_arms(self, params: BlockParams, qpos: jax.Array, offset: jax.Array):
+        """(arm angles (J,), IK residual ()) of the guard offsets `offset` (2, 3) for our fighter in `qpos`,
         by `ik.solve_arms` on MJX's kinematics (the CPU path puts MuJoCo C's in its place)."""
         cfg = self.config
         arm_ik = dataclasses.replace(self.arm_ik, model=params.ik_model)
-        targets = ik.guard_targets(arm_ik, qpos, pose, jitter)
+        targets = ik.guard_targets(arm_ik, qpos, offset)
         return ik.solve_arms(arm_ik, qpos, targets, cfg.ik_iterations, cfg.ik_damping)
+
+    def _press_gap(self, key: jax.Array) -> jax.Array:
+        """() int32 control steps to the next block press, drawn from `press_interval_s`."""
+        return jax.random.randint(key, (), self.press_steps[0], self.press_steps[1] + 1)
+
+    def _press(self, data, info: BlockInfo, key: jax.Array) -> tuple[BlockInfo, jax.Array]:
+        """After the physics, in command episodes: a new press when its step has come (targets drawn from the
+        guard region, the hold restarted), then `ik_iterations_per_step` steps of the arm fit toward the
+        current targets from the stepped torso (`ik.track_arms`). Returns (info, 1.0 where a press came);
+        other kinds, and an ablated "ik", keep their reference pose."""
+        cfg = self.config
+        command = info.kind == COMMAND
+        if "ik" in cfg.ablate:
+            return info, jnp.zeros((), jnp.float32)
+        arm_ik, chain, act = self.arm_ik, self.arm_chain, jnp.asarray(self.arm_act)
+        k_offset, k_gap = jax.random.split(key)
+        due = command & (info.step >= info.next_press)
+        drawn = ik.draw_offsets(k_offset, arm_ik.targets_m, cfg.command_jitter_m)
+        offset = jnp.where(due, drawn, info.command_offset)
+        targets = ik.targets_from_head(data.xpos[arm_ik.head_body], data.xmat[arm_ik.pelvis_body], offset)
+        parents = jnp.asarray(chain.parent_body)
+        angles, residual = ik.track_arms(
+            arm_ik, chain, (data.xpos[parents], data.xmat[parents]), data.qpos, info.pose_ref[act],
+            targets, cfg.ik_iterations_per_step, cfg.ik_damping,
+        )  # fmt: skip
+        info = info.replace(
+            command=jnp.where(due, ik.nearest_pose(arm_ik, offset), info.command),
+            command_offset=offset,
+            pose_ref=jnp.where(command, info.pose_ref.at[act].set(angles), info.pose_ref),
+            ik_residual=jnp.where(command, residual, info.ik_residual),
+            next_press=jnp.where(due, info.step + self._press_gap(k_gap), info.next_press),
+            hold=jnp.where(due, 0, info.hold),
+            held=jnp.where(due, 0.0, info.held),
+        )
+        return info, due.astype(jnp.float32)
 
     def _draw_spot(self, qpos: jax.Array, key: jax.Array) -> jax.Array:
         """(2,) a walk spot `walk_distance_m` from our pelvis in any direction."""

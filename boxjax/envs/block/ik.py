@@ -1,11 +1,16 @@
 """Guard poses by inverse kinematics on the device: damped least squares over a fixed number of iterations.
 
 A guard command names where the two gloves should be, as offsets in our fighter's heading frame (x forward,
-y left, z up) from the head. `solve_arms` turns glove targets into shoulder and elbow angles for one world:
-a fixed number of damped-least-squares steps, each on one pass of MJX's own kinematics (`impl="jax"`, so it
-runs on any device), joint limits enforced by clipping. The Jacobian is the hinge formula on that pass's
-joint axes and anchors (`glove_jacobian`: column j = axis_j x (glove - anchor_j) for the glove's own arm),
-which equals differentiating the kinematics (tested against `jax.jacfwd`) at a fraction of the compile time.
+y left, z up) from the head, drawn from the guard region (`draw_offsets`: blends of the named `GUARD_POSES`,
+jittered). `solve_arms` turns glove targets into shoulder and elbow angles for one world: a fixed
+number of damped-least-squares steps, each on one pass of MJX's own kinematics (`impl="jax"`, so it runs on
+any device), joint limits enforced by clipping. The Jacobian is the hinge formula on that pass's joint axes
+and anchors (`hinge_jacobian`: column j = axis_j x (glove - anchor_j) for the glove's own arm), which equals
+differentiating the kinematics (tested against `jax.jacfwd`) at a fraction of the compile time.
+
+Inside a step, `track_arms` runs the same steps on the arms alone (`ArmChain`, `chain_kinematics`): each
+arm's bodies posed from the stepped torso's frame, so a press costs a few dozen 3 x 3 products per world and
+needs no kinematics pass of the whole arena (and runs the same on the CPU path's MuJoCo C frames).
 Everything is a pure function of arrays, so it vmaps over worlds inside the jitted iteration.
 """
 
@@ -105,25 +110,52 @@ def glove_positions(ik: ArmIK, qpos: jax.Array) -> jax.Array:
     return _kinematics(ik, qpos).site_xpos[ik.glove_site_ids]
 
 
-def glove_jacobian(ik: ArmIK, data: mjx.Data) -> jax.Array:
-    """(6, J) d(left glove, right glove) / d(arm angles) at the kinematics `data`: for each hinge, its axis
-    crossed with the lever from its anchor to its own side's glove; the other side's glove does not move."""
-    joints, side = jnp.asarray(ik.joint_ids), jnp.asarray(ik.side)
-    gloves = data.site_xpos[jnp.asarray(ik.glove_site_ids)]
-    columns = jnp.cross(data.xaxis[joints], gloves[side] - data.xanchor[joints])  # (J, 3)
+def hinge_jacobian(axes: jax.Array, anchors: jax.Array, gloves: jax.Array, side: np.ndarray) -> jax.Array:
+    """(6, J) d(left glove, right glove) / d(arm angles) from the hinges' world axes and anchors (J, 3) and
+    the gloves (2, 3): each axis crossed with the lever from its anchor to its own side's glove (`side`
+    (J,)); the other side's glove does not move."""
+    side = jnp.asarray(side)
+    columns = jnp.cross(axes, gloves[side] - anchors)  # (J, 3)
     own = (side[None, :] == jnp.arange(2)[:, None]).astype(columns.dtype)  # (2, J)
     return (own[:, None, :] * columns.T[None, :, :]).reshape(6, -1)
 
 
-def guard_targets(ik: ArmIK, qpos: jax.Array, pose: jax.Array, jitter_m: jax.Array) -> jax.Array:
-    """(2, 3) world glove targets of guard `pose` (int) for a fighter in `qpos`, plus `jitter_m` (2, 3)."""
-    data = _kinematics(ik, qpos)
-    forward = data.xmat[ik.pelvis_body][:, 0]
+def glove_jacobian(ik: ArmIK, data: mjx.Data) -> jax.Array:
+    """`hinge_jacobian` at the kinematics `data`."""
+    joints = jnp.asarray(ik.joint_ids)
+    gloves = data.site_xpos[jnp.asarray(ik.glove_site_ids)]
+    return hinge_jacobian(data.xaxis[joints], data.xanchor[joints], gloves, ik.side)
+
+
+def targets_from_head(head_pos: jax.Array, pelvis_mat: jax.Array, offsets_m: jax.Array) -> jax.Array:
+    """(2, 3) world glove targets `offsets_m` (2, 3) from the head at `head_pos` (3,), in the heading frame
+    of the pelvis orientation `pelvis_mat` (3, 3)."""
+    forward = pelvis_mat[:, 0]
     yaw = jnp.arctan2(forward[1], forward[0])
     c, s = jnp.cos(yaw), jnp.sin(yaw)
     heading = jnp.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], jnp.float32)
-    offsets = jnp.asarray(ik.targets_m)[pose] + jitter_m
-    return data.xpos[ik.head_body] + offsets @ heading.T
+    return head_pos + offsets_m @ heading.T
+
+
+def guard_targets(ik: ArmIK, qpos: jax.Array, offsets_m: jax.Array) -> jax.Array:
+    """(2, 3) world glove targets of the guard offsets `offsets_m` (2, 3) for a fighter in `qpos`."""
+    data = _kinematics(ik, qpos)
+    return targets_from_head(data.xpos[ik.head_body], data.xmat[ik.pelvis_body], offsets_m)
+
+
+def draw_offsets(key: jax.Array, poses_m: np.ndarray, widen_m: float) -> jax.Array:
+    """(2, 3) glove offsets drawn from the guard region: a random convex blend (flat Dirichlet weights) of
+    the named poses' offsets `poses_m` (P, 2, 3), plus a uniform jitter of up to `widen_m` per axis."""
+    k_blend, k_jitter = jax.random.split(key)
+    weights = jax.random.dirichlet(k_blend, jnp.ones(poses_m.shape[0], jnp.float32))
+    jitter = jax.random.uniform(k_jitter, (2, 3), jnp.float32, -widen_m, widen_m)
+    return jnp.einsum("p,pij->ij", weights, jnp.asarray(poses_m)) + jitter
+
+
+def nearest_pose(ik: ArmIK, offsets_m: jax.Array) -> jax.Array:
+    """() int32 the named guard pose whose glove offsets are closest to `offsets_m` (2, 3)."""
+    gaps = jnp.linalg.norm(jnp.asarray(ik.targets_m) - offsets_m, axis=-1).sum(-1)
+    return jnp.argmin(gaps).astype(jnp.int32)
 
 
 def solve_arms(
@@ -153,3 +185,142 @@ def solve_arms(
         angles, _ = jax.lax.scan(step, qpos[adr], None, length=iterations)
         residual = jnp.max(jnp.linalg.norm((goal - gloves(angles)).reshape(2, 3), axis=-1))
     return angles, residual
+
+
+# -- the arms alone, posed from the torso -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmChain:
+    """Each arm's bodies from its shoulder to its glove, as constants: enough to pose them from the frame of
+    the body that carries the arm (`chain_kinematics`), as MuJoCo's kinematics would. Per side (left first)
+    the same number of bodies and hinges."""
+
+    parent_body: np.ndarray
+    """(2,) the body each arm hangs from (a chest or clavicle)."""
+    body_pos: np.ndarray
+    """(2, B, 3) each chain body's position in its parent's frame."""
+    body_mat: np.ndarray
+    """(2, B, 3, 3) its orientation in its parent's frame."""
+    hinge_body: tuple[int, ...]
+    """(H,) the chain body (0..B-1) of each hinge, in MuJoCo's joint order (the same on both sides)."""
+    hinge_axis: np.ndarray
+    """(2, H, 3) each hinge's axis in its body's frame."""
+    hinge_pos: np.ndarray
+    """(2, H, 3) its anchor in its body's frame."""
+    hinge_qpos_adr: np.ndarray
+    """(2, H) its qpos address."""
+    hinge_qpos0: np.ndarray
+    """(2, H) its angle in the model's reference pose."""
+    ik_slot: np.ndarray
+    """(2, H) its index in the IK's angles (`ArmIK.qpos_adr` order), -1 for a hinge the IK keeps (wrist,
+    forearm twist): those take the world's own angles."""
+    glove_pos: np.ndarray
+    """(2, 3) the glove keypoint site in the last chain body's frame."""
+
+
+def _chain_of(mj_model: mujoco.MjModel, ik: ArmIK, side: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """One arm's chain bodies (from the first IK joint's body to the glove's) and its joints as (chain
+    body index, joint id) pairs, in MuJoCo's order."""
+    bodies = [int(mj_model.site_bodyid[ik.glove_site_ids[side]])]
+    first = int(mj_model.jnt_bodyid[ik.joint_ids[ik.side == side][0]])
+    while bodies[-1] != first:
+        bodies.append(int(mj_model.body_parentid[bodies[-1]]))
+    bodies.reverse()
+    adr, num = mj_model.body_jntadr, mj_model.body_jntnum
+    return bodies, [(i, j) for i, b in enumerate(bodies) for j in range(adr[b], adr[b] + num[b])]
+
+
+def make_arm_chain(mj_model: mujoco.MjModel, ik: ArmIK) -> ArmChain:
+    """The `ArmChain` of the fighter of `ik` in `mj_model`.
+
+    Raises:
+      ValueError: a chain joint that is not a hinge, or arms of different structure.
+    """
+    chains = [_chain_of(mj_model, ik, s) for s in range(2)]
+    if [i for i, _ in chains[0][1]] != [i for i, _ in chains[1][1]]:
+        raise ValueError("the two arms' chains differ in structure")
+    joints = np.array([[j for _, j in hinges] for _, hinges in chains])  # (2, H)
+    for j in joints.reshape(-1):
+        if mj_model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
+            raise ValueError(f"arm chain joint {mj_model.joint(j).name!r} must be a hinge")
+    bodies = np.array([b for b, _ in chains])  # (2, B)
+    mats = np.zeros((bodies.size, 9))
+    for out, quat in zip(mats, mj_model.body_quat[bodies.reshape(-1)], strict=True):
+        mujoco.mju_quat2Mat(out, quat)
+    slot = {int(j): n for n, j in enumerate(ik.joint_ids)}
+    adr = mj_model.jnt_qposadr[joints]
+    return ArmChain(
+        parent_body=mj_model.body_parentid[bodies[:, 0]].astype(np.int32),
+        body_pos=mj_model.body_pos[bodies].astype(np.float32),
+        body_mat=mats.reshape(*bodies.shape, 3, 3).astype(np.float32),
+        hinge_body=tuple(i for i, _ in chains[0][1]),
+        hinge_axis=mj_model.jnt_axis[joints].astype(np.float32),
+        hinge_pos=mj_model.jnt_pos[joints].astype(np.float32),
+        hinge_qpos_adr=adr.astype(np.int32),
+        hinge_qpos0=mj_model.qpos0[adr].astype(np.float32),
+        ik_slot=np.vectorize(lambda j: slot.get(int(j), -1))(joints).astype(np.int32),
+        glove_pos=mj_model.site_pos[ik.glove_site_ids].astype(np.float32),
+    )
+
+
+def _axis_rotation(axis: jax.Array, angle: jax.Array) -> jax.Array:
+    """(3, 3) rotation by `angle` (rad) about the unit `axis` (3,) (Rodrigues)."""
+    k = jnp.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return jnp.eye(3) + jnp.sin(angle) * k + (1.0 - jnp.cos(angle)) * (k @ k)
+
+
+def chain_kinematics(
+    chain: ArmChain, parent_pos: jax.Array, parent_mat: jax.Array, qpos: jax.Array, angles: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Both arms posed from their parent bodies' world frames (2, 3) and (2, 3, 3), with the IK's hinges at
+    `angles` (J,) and the others at `qpos`'s: (gloves (2, 3), IK hinge axes (J, 3), IK hinge anchors (J, 3)),
+    world frame."""
+    axes = jnp.zeros((angles.shape[0], 3), jnp.float32)
+    anchors = jnp.zeros((angles.shape[0], 3), jnp.float32)
+    gloves = []
+    for s in range(2):
+        pos, rot, body = parent_pos[s], parent_mat[s], -1
+        for h, b in enumerate(chain.hinge_body + (len(chain.body_pos[s]) - 1,)):
+            while body < b:  # enter the next chain body
+                body += 1
+                pos, rot = pos + rot @ chain.body_pos[s, body], rot @ chain.body_mat[s, body]
+            if h == len(chain.hinge_body):
+                break
+            slot = int(chain.ik_slot[s, h])
+            angle = angles[slot] if slot >= 0 else qpos[chain.hinge_qpos_adr[s, h]]
+            anchor = pos + rot @ chain.hinge_pos[s, h]
+            if slot >= 0:
+                axes = axes.at[slot].set(rot @ chain.hinge_axis[s, h])
+                anchors = anchors.at[slot].set(anchor)
+            rot = rot @ _axis_rotation(jnp.asarray(chain.hinge_axis[s, h]), angle - chain.hinge_qpos0[s, h])
+            pos = anchor - rot @ chain.hinge_pos[s, h]
+        gloves.append(pos + rot @ chain.glove_pos[s])
+    return jnp.stack(gloves), axes, anchors
+
+
+def track_arms(
+    ik: ArmIK,
+    chain: ArmChain,
+    frames: tuple[jax.Array, jax.Array],
+    qpos: jax.Array,
+    angles: jax.Array,
+    targets: jax.Array,
+    iterations: int,
+    damping: float,
+) -> tuple[jax.Array, jax.Array]:
+    """`iterations` damped-least-squares steps of the arm angles `angles` (J,) toward world glove `targets`
+    (2, 3), the arms posed from the world frames `frames` ((2, 3) positions, (2, 3, 3) orientations) of the
+    bodies they hang from: (angles (J,), residual in metres of the worse glove after the steps)."""
+    lower, upper = jnp.asarray(ik.lower), jnp.asarray(ik.upper)
+    goal = targets.reshape(-1)
+    with jax.default_matmul_precision("highest"):
+        for _ in range(iterations):
+            gloves, axes, anchors = chain_kinematics(chain, *frames, qpos, angles)
+            jac = hinge_jacobian(axes, anchors, gloves, ik.side)
+            damped = jac @ jac.T + damping**2 * jnp.eye(goal.shape[0], dtype=jnp.float32)
+            angles = jnp.clip(
+                angles + jac.T @ jnp.linalg.solve(damped, goal - gloves.reshape(-1)), lower, upper
+            )
+        gloves, _, _ = chain_kinematics(chain, *frames, qpos, angles)
+    return angles, jnp.max(jnp.linalg.norm(targets - gloves, axis=-1))

@@ -31,14 +31,14 @@ class ArmFit:
     def _gloves(self) -> np.ndarray:
         return self.data.site_xpos[self.ik.glove_site_ids]
 
-    def targets(self, qpos: np.ndarray, pose: int, jitter_m: np.ndarray) -> np.ndarray:
-        """(2, 3) world glove targets of guard `pose` plus `jitter_m` (2, 3), as `ik.guard_targets`."""
+    def targets(self, qpos: np.ndarray, offsets_m: np.ndarray) -> np.ndarray:
+        """(2, 3) world glove targets of the guard offsets `offsets_m` (2, 3), as `ik.guard_targets`."""
         data = self._kinematics(qpos)
         forward = data.xmat[self.ik.pelvis_body].reshape(3, 3)[:, 0]
         yaw = np.arctan2(forward[1], forward[0])
         c, s = np.cos(yaw), np.sin(yaw)
         heading = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        return data.xpos[self.ik.head_body] + (self.ik.targets_m[pose] + jitter_m) @ heading.T
+        return data.xpos[self.ik.head_body] + offsets_m @ heading.T
 
     def jacobian(self) -> np.ndarray:
         """(6, J) of the last kinematics pass, as `ik.glove_jacobian`."""
@@ -63,10 +63,11 @@ class ArmFit:
         return qpos[adr], float(residual)
 
     def fit(
-        self, qpos: np.ndarray, pose: np.ndarray, jitter_m: np.ndarray, iterations: int, damping: float
+        self, qpos: np.ndarray, offsets_m: np.ndarray, iterations: int, damping: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(arm angles (J,) float32, residual () float32) of guard `pose` for a fighter in `qpos`."""
+        """(arm angles (J,) float32, residual () float32) of the guard offsets `offsets_m` (2, 3) for a
+        fighter in `qpos`."""
         qpos = np.asarray(qpos, np.float64)
-        targets = self.targets(qpos, int(pose), np.asarray(jitter_m, np.float64))
+        targets = self.targets(qpos, np.asarray(offsets_m, np.float64))
         angles, residual = self.solve(qpos, targets, iterations, damping)
         return angles.astype(np.float32), np.float32(residual)
