@@ -110,7 +110,7 @@ class BlockEnv:
         self.simulated = config.opponent == "simulated"
         """Whether the opponent is a simulated fighter (else the puppet)."""
         if self.simulated:
-            punches.load(config.punch_library or None, body=config.opponent_body)
+            punches.require_body(lib, config.opponent_body, config.punch_library or None)
             self.arena = sparring.build(
                 config.body, config.opponent_body, lib.distance_m, config.opponent_weld_timeconst_s
             )
@@ -166,9 +166,10 @@ class BlockEnv:
         if any(w.size != 1 for w in where):
             raise ValueError("every IK arm joint must be actuated")
         self.arm_act = np.array([w[0] for w in where], np.int32)
+        """(8,) actuator positions of the IK's arm joints."""
         self.arm_chain = ik.make_arm_chain(model, self.arm_ik)
         self.press_steps = tuple(max(cfg.steps(s), 1) for s in cfg.press_interval_s)
-        """(8,) actuator positions of the IK's arm joints."""
+        """(fewest, most) control steps from one block press to the next."""
         root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
         with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
             yaw = float(frames.yaw(jnp.asarray(root[3:7])))

@@ -190,9 +190,18 @@ def load(path: str | None = None, body: str | None = None) -> PunchLibrary:
             **{k: tuple(str(s) for s in f[k]) for k in _STRING_KEYS},
         )
     validate(lib)
-    if body is not None and body not in lib.bodies:
-        raise ValueError(f"{path}: punch library made for bodies {list(lib.bodies)}, not {body!r}")
+    if body is not None:
+        require_body(lib, body, path)
     return lib
+
+
+def require_body(lib: PunchLibrary, body: str, path: str | None = None) -> None:
+    """Raise ValueError naming the library (`path`, default the shipped one) when it was not made for
+    `body`."""
+    if body not in lib.bodies:
+        raise ValueError(
+            f"{path or DEFAULT_PATH}: punch library made for bodies {list(lib.bodies)}, not {body!r}"
+        )
 
 
 def resample(lib: PunchLibrary, rate_hz: float) -> PunchLibrary:
