@@ -587,7 +587,7 @@ def test_presses_come_at_their_steps_and_the_arm_fit_follows_them():
     )
 
 
-def test_shipped_teacher_gives_the_leg_targets_and_zero_loss_when_the_policy_matches():
+def test_shipped_teacher_gives_the_leg_targets_and_zero_loss_when_the_policy_matches(monkeypatch, tmp_path):
     taught = envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, teacher="shipped", **OPTIONS)
     assert rollout.has_distill_target(taught) and not rollout.has_distill_target(env())
     walking = _kinds()["walk"][4]
@@ -601,6 +601,9 @@ def test_shipped_teacher_gives_the_leg_targets_and_zero_loss_when_the_policy_mat
     assert float(jnp.max(jnp.abs(target * mask))) > 0.05  # the walker moves its legs toward the spot
     assert float(distill_loss(target, target, mask)) == 0.0
     assert float(distill_loss(jnp.zeros_like(target), target, mask)) > 0.0
+    for body in mjcf.BODIES:  # every body ships its walker
+        assert os.path.isfile(teacher.shipped_teacher(body)), body
+    monkeypatch.setattr(teacher, "SHIPPED_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no walking teacher shipped for body 'muscular'"):
         envs.make("block", body="muscular", teacher="shipped")
 

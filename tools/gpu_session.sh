@@ -98,12 +98,14 @@ s['setup_phases_s'], s['setup_marks_s'])" "runs/$run/summary.json" 2>&1 | tail -
     log "factor bench"
     timeout "${FACTOR_LIMIT_S:-420}" python3 experiments/bench_factor.py 2>&1 | grep -v "^Module " | tee "$OUT/logs/factor.txt" | tail -25
     ;;
-  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its policy comes back in $OUT as walk-BODY.msgpack (with the metrics)
+  walk)  # walk BODY MINUTES [extra]: train the walking teacher; its policy comes back in $OUT as walk-BODY.msgpack (with the metrics);
+    # WALK_RESUME=1 continues runs/walk-BODY from its checkpoints (give the same extra arguments)
     body=$2; minutes=$3; shift 3
-    log "walk $body $minutes min $*"
+    log "walk $body $minutes min $* ${WALK_RESUME:+(resumed)}"
     XLA_PYTHON_CLIENT_MEM_FRACTION=${WALK_MEM:-0.75} timeout "${WALK_LIMIT_S:-300}" python3 experiments/walk.py --platform gpu --body "$body" --envs 2048 \
-      --unroll 32 --minutes "$minutes" --checkpoint-every 50 --name "walk-$body" "$@" 2>&1 \
-      | grep -v "^Module " > "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
+      --unroll 32 --minutes "$minutes" --iterations 5000 --checkpoint-every 50 --name "walk-$body" \
+      ${WALK_RESUME:+--resume runs/walk-$body/checkpoints} "$@" 2>&1 \
+      | grep -v "^Module " >> "$OUT/logs/walk-$body.txt"; tail -3 "$OUT/logs/walk-$body.txt"
     python3 -c "import sys, json; from boxjax.envs.walk import teacher; \
 print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['source_step']))" \
       "runs/walk-$body/checkpoints" "$body" "$OUT/walk-$body.msgpack" 2>&1 | tail -1
