@@ -1,7 +1,7 @@
 """CPU path benchmark: `python experiments/bench_cpu.py [--task stance|block] [--body simple] [--cores 1,2]`.
 
-1. Env step against bare MuJoCo, one thread: the task's step of K worlds (`StanceCpuEnv.step` or
-   `BlockCpuEnv.step`: task code, physics through `mujoco.batch`, resets) per world, against MuJoCo's own
+1. Env step against bare MuJoCo, one thread: the task's step of K worlds (`boxjax.envs.cpu.CpuEnv.step`:
+   the task's JAX code, physics through `mujoco.batch`, resets) per world, against MuJoCo's own
    `mj_step` time of the same states (`env_step_vs_mj_step`, target <= 1.3), and against a Python loop of
    `mujoco.mj_step(nstep=substeps)` replaying the same controls (and the puppet's mocap poses)
    (`env_step_vs_mj_step_loop`).
@@ -32,6 +32,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402
+
 WORLDS_PER_CORE = 32
 UNROLL = 16
 STEADY_FROM = 3
@@ -49,6 +52,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--env-steps", type=int, default=50, help="control steps per round of the env-step measurement"
     )
     p.add_argument("--iterations", type=int, default=12, help="training iterations per core count")
+    p.add_argument("--env-only", action="store_true", help="measure the env step only (item 1), no training")
     p.add_argument("--out", default=os.path.join("results", "bench"))
     return p.parse_args(argv)
 
@@ -76,16 +80,15 @@ def versions() -> dict[str, str]:
 def cpu_env(task: str, body: str, worlds: int):
     """The task's CPU environment on one thread, with episodes long enough that the timing sees few
     resets (stance: no shoves)."""
-    if task == "block":
-        from boxjax.envs.block.cpu import BlockCpuEnv
-        from boxjax.envs.block.env import BlockConfig
-
-        return BlockCpuEnv(BlockConfig(body=body, episode_s=1e3), num_worlds=worlds, num_threads=1, seed=0)
-    from boxjax.envs.stance.cpu import StanceCpuEnv
+    from boxjax.envs.block.env import BlockConfig
+    from boxjax.envs.cpu import CpuEnv
     from boxjax.envs.stance.env import StanceConfig
 
-    config = StanceConfig(body=body, shove_speed_mps=(0.0, 0.0), episode_s=1e3)
-    return StanceCpuEnv(config, num_worlds=worlds, num_threads=1, seed=0)
+    if task == "block":
+        config = BlockConfig(body=body, episode_s=1e3)
+    else:
+        config = StanceConfig(body=body, shove_speed_mps=(0.0, 0.0), episode_s=1e3)
+    return CpuEnv(config, num_worlds=worlds, num_threads=1, seed=0)
 
 
 def env_step_rows(
@@ -106,7 +109,7 @@ def env_step_rows(
 
     env = cpu_env(task, body, worlds)
     env.reset()
-    env.step(np.zeros((worlds, env.action_size), np.float32))  # compiles the block task's halves
+    env.step(np.zeros((worlds, env.action_size), np.float32))  # compiles the task's halves
     rng = np.random.default_rng(0)
     datas = [mujoco.MjData(env.mj_model) for _ in range(worlds)]
     physics_s = [0.0]
@@ -301,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     path = os.path.join(args.out, f"cpu-{slug}-{date[:10]}.jsonl")
     common = {"bench": "cpu", "device": device, "body": args.body, "task": args.task, "date": date}
     common["versions"] = versions()
+    common["commit"] = bench.commit()
     with open(path, "a") as out:
 
         def write(metric, value, unit, worlds, cores, cmd=command, **extra):
@@ -314,15 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         for metric, value, unit in env_rows:
             write(metric, value, unit, args.env_worlds, 1, threads=1)
         measured = {}
-        for cores, mode, dtype in training_runs(
-            [c for c in map(int, args.cores.split(",")) if c <= available]
-        ):
+        core_counts = [c for c in map(int, args.cores.split(",")) if c <= available]
+        for cores, mode, dtype in [] if args.env_only else training_runs(core_counts):
             figures, cmd = training_figures(args.task, args.body, cores, mode, dtype, args.iterations)
             measured[(cores, mode, dtype)] = figures
             for metric, value in figures.items():
                 worlds = WORLDS_PER_CORE * cores
                 write(metric, value, unit_of(metric), worlds, cores, cmd, mode=mode, learner_dtype=dtype)
-        for metric, value, unit, extra in projections(measured):
+        for metric, value, unit, extra in projections(measured) if measured else []:
             write(metric, value, unit, SEED_WORLDS, SEED_VCPUS, projected=True, **extra)
     print(f"rows written to {path}")
     return 0

@@ -154,16 +154,16 @@ def train(args, config, env, common: dict):
 
 
 def train_cpu(args, config, block_config, common: dict):
-    """The CPU path (`boxjax.rl.cpu.workers`): collectors of `BlockCpuEnv` worlds, learners with the GPU
-    path's loss code; returns its result and the per-iteration figures."""
+    """The CPU path (`boxjax.rl.cpu.workers`): collectors of `boxjax.envs.cpu.CpuEnv` worlds, learners
+    with the GPU path's loss code; returns its result and the per-iteration figures."""
     import functools
 
     import jax
 
-    from boxjax.envs.block.cpu import BlockCpuEnv
+    from boxjax.envs.cpu import CpuEnv
     from boxjax.rl.cpu import workers
 
-    factory = functools.partial(BlockCpuEnv, block_config)
+    factory = functools.partial(CpuEnv, block_config)
     return workers.train(factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common)
 
 
@@ -205,12 +205,13 @@ def build(args):
 
 
 def build_cpu(args):
-    """(PPOConfig, `BlockCpuEnv` of one world, 1) for the CPU path: its defaults, then the overrides.
+    """(PPOConfig, the block task's `boxjax.envs.cpu.CpuEnv` of one world, 1) for the CPU path: its
+    defaults, then the overrides.
 
     With a teacher the collectors record its targets and the learners distil them (`DISTILL_COEF`).
     """
-    from boxjax.envs.block.cpu import BlockCpuEnv
     from boxjax.envs.block.env import BlockConfig
+    from boxjax.envs.cpu import CpuEnv
     from boxjax.rl import ppo
 
     fields = task_fields(args)
@@ -225,7 +226,7 @@ def build_cpu(args):
         distill_coef=DISTILL_COEF if fields["teacher"] else 0.0,
     )
     config = ppo.PPOConfig(**{**defaults.to_dict(), **overrides})
-    return config, BlockCpuEnv(BlockConfig(body=args.body, **fields)), 1
+    return config, CpuEnv(BlockConfig(body=args.body, **fields)), 1
 
 
 def teacher_source(choice: str, body: str) -> str:

@@ -156,20 +156,20 @@ def train_cpu(args, config, options: dict, out: str, common: dict):
 
     import jax
 
-    from boxjax.envs.stance.cpu import StanceCpuEnv
+    from boxjax.envs.cpu import CpuEnv
     from boxjax.envs.stance.env import StanceConfig
     from boxjax.rl.cpu import workers
 
     layout = _cli.workers_config(args)
     stance_config = StanceConfig(body=args.body, **options)
-    probe = StanceCpuEnv(stance_config)
+    probe = CpuEnv(stance_config)
     print(
         f"stance: body={args.body} physics=mujoco-cpu worlds={config.num_envs} unroll={config.unroll_length} "
         f"obs={probe.observation_size} act={probe.action_size} -> {out}",
         flush=True,
     )
     _cli.mark("env_built")
-    factory = functools.partial(StanceCpuEnv, stance_config)
+    factory = functools.partial(CpuEnv, stance_config)
     return workers.train(factory, config, layout, jax.random.PRNGKey(args.seed), **common)
 
 

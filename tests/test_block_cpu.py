@@ -1,5 +1,5 @@
-"""The block task on the CPU path: `BlockCpuEnv` (MuJoCo C physics around the JAX task code) against
-`BlockEnv` on MJX's JAX physics, its restarts, and `experiments/block.py --platform cpu`.
+"""The block task on the CPU path: `boxjax.envs.cpu.CpuEnv` (MuJoCo C physics around the JAX task code)
+against `BlockEnv` on MJX's JAX physics, its restarts, and `experiments/block.py --platform cpu`.
 
 Simple body, 4 worlds, 12-step episodes. CPU environments of one config share their compiled functions,
 so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once.
@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from boxjax.envs import cpu as cpu_env
 from boxjax.envs.base import State
-from boxjax.envs.block import cpu as block_cpu
 from boxjax.envs.block import env as block
-from boxjax.envs.block.cpu import BlockCpuEnv
 from boxjax.envs.block.env import BlockConfig
+from boxjax.envs.cpu import CpuEnv
 from boxjax.models import checkpoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
@@ -54,7 +54,7 @@ CLI_ARGS = [
 
 @pytest.fixture(scope="module")
 def env():
-    return BlockCpuEnv(CONFIG, num_worlds=WORLDS, seed=1)
+    return CpuEnv(CONFIG, num_worlds=WORLDS, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +85,12 @@ def _as_mjx(params, state: State, warmstart: np.ndarray | None = None) -> State:
 def _where(rows: np.ndarray, a, b):
     """Per world (`rows` (K,) bool): pytree `a`'s leaves where set, `b`'s elsewhere."""
     return jax.tree.map(lambda x, y: jnp.where(rows.reshape(-1, *(1,) * (x.ndim - 1)), x, y), a, b)
+
+
+def _compiles() -> tuple[int, ...]:
+    """How many variants of the CPU path's jitted pieces this process has compiled."""
+    jitted = (cpu_env._FRESH, cpu_env._MERGE, cpu_env._BEFORE, cpu_env._AFTER)
+    return tuple(f._cache_size() for f in jitted)
 
 
 def _placed(env, value: np.ndarray) -> jax.Array:
@@ -148,6 +154,7 @@ def test_a_world_at_its_time_limit_restarts_from_a_fresh_episode_alone(env):
     for _ in range(CONFIG.max_steps - 6):
         assert not env.step(zeros).done.any()
     out = env.step(zeros)
+    compiled = _compiles()  # the first restart compiled the merge and refilled the pool
     np.testing.assert_array_equal(out.truncation, np.eye(WORLDS)[early])
     np.testing.assert_array_equal(out.done, np.eye(WORLDS)[early])
     pool = jax.device_get(env.pool)  # refilled for this restart: the world took its first episode
@@ -172,16 +179,16 @@ def test_a_world_at_its_time_limit_restarts_from_a_fresh_episode_alone(env):
     np.testing.assert_array_equal(out.done, others.astype(np.float32))
     np.testing.assert_array_equal(out.obs[others], pool.obs[1:WORLDS])
     assert env.pool_next == WORLDS
-    for jitted in (block_cpu._FRESH, block_cpu._MERGE, block_cpu._BEFORE, block_cpu._AFTER):
-        assert jitted._cache_size() == 1  # no retrace across resets, restarts and tests
+    assert _compiles() == compiled  # no retrace across later restarts
 
 
 def test_cpu_env_describes_itself_and_gives_the_teachers_targets(env):
     assert env.describe() == {**env.task.describe(), "physics": "cpu"}
-    assert not hasattr(env, "init_curriculum") and not hasattr(env.task, "init_curriculum")
+    assert not hasattr(env.task, "init_curriculum")
+    assert env.update_curriculum(env.init_curriculum(), None) == env.init_curriculum()  # none to follow
     assert not hasattr(env, "distill_target")  # no teacher configured
     config = dataclasses.replace(CONFIG, teacher="shipped")
-    taught = BlockCpuEnv(config, num_worlds=WORLDS, seed=1)
+    taught = CpuEnv(config, num_worlds=WORLDS, seed=1)
     taught.reset()
     target, mask = taught.distill_target()
     jax_env = block.BlockEnv(config)  # the JAX environment's hook on the same fresh episodes
@@ -210,6 +217,9 @@ def _log(run) -> list[dict]:
 
 
 def test_cli_trains_on_the_cpu_path_resumes_and_distils_a_teacher(env, cli, tmp_path, capsys):
+    env.reset()
+    env.step(np.zeros((WORLDS, env.action_size), np.float32))
+    compiled = _compiles()
     assert cli("--iterations", "2", "--name", "run", "--checkpoint-every", "1", "--teacher", "none") == 0
     printed = capsys.readouterr().out
     assert "physics=mujoco-cpu" in printed and "cpu path: serial" in printed and "teacher=none" in printed
@@ -226,7 +236,7 @@ def test_cli_trains_on_the_cpu_path_resumes_and_distils_a_teacher(env, cli, tmp_
     assert cli(*resume) == 0
     assert [f["iteration"] for f in _log(run)] == [1.0, 2.0, 3.0]
     assert checkpoint.latest_step(str(run / "checkpoints")) == 3
-    assert block_cpu._BEFORE._cache_size() == 1  # the CLI's collector stepped with this file's compile
+    assert _compiles() == compiled  # the CLI's collector stepped with this file's compiles
     assert log[-1]["loss/distill"] == 0.0
     assert cli("--iterations", "1", "--name", "taught") == 0  # --teacher auto: the one shipped for simple
     assert "teacher=shipped" in capsys.readouterr().out

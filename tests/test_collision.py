@@ -11,8 +11,8 @@ import copy
 import mujoco
 import numpy as np
 
-from boxjax.envs.block.cpu import BlockCpuEnv
 from boxjax.envs.block.env import BlockConfig
+from boxjax.envs.cpu import CpuEnv
 from boxjax.mjcf import boxer
 
 WORLDS = 16
@@ -105,7 +105,7 @@ def test_capped_convex_collision_finds_the_default_contacts():
     import mujoco.mjx.third_party.mujoco_warp as mjw
     import warp as wp
 
-    env = BlockCpuEnv(BlockConfig(body="muscular"), num_worlds=WORLDS)
+    env = CpuEnv(BlockConfig(body="muscular"), num_worlds=WORLDS)
     built = env.mj_model
     assert built.opt.ccd_iterations == boxer.CCD_ITERATIONS < MUJOCO_CCD_ITERATIONS
     default = copy.deepcopy(built)  # not another env's model: envs of one config share theirs

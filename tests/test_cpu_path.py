@@ -1,4 +1,4 @@
-"""CPU path: the numpy stance environment against the JAX one, the workers, clean shutdown.
+"""CPU path: the stance task around MuJoCo's C engine against the JAX one, the workers, clean shutdown.
 
 Small on purpose (simple body, 4 worlds, tiny networks): the whole file runs in a few minutes on 2 cores.
 """
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from boxjax import envs
+from boxjax.envs.cpu import CpuEnv, view_of
+from boxjax.envs.stance import env as stance
 from boxjax.envs.stance import shared as stance_math
-from boxjax.envs.stance.cpu import StanceCpuEnv, StanceTask
 from boxjax.envs.stance.env import StanceConfig
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.models import checkpoint
@@ -41,7 +42,7 @@ UPDATE_ATOL = 1e-5
 OPTIONS = {"episode_s": 0.5, "shove_interval_s": (0.1, 0.3), "shove_speed_mps": (0.0, 0.0)}
 """Short episodes and frequent (zero-speed) shoves, so a few steps cover resets and shove draws."""
 TASK = StanceConfig(**OPTIONS)
-FACTORY = functools.partial(StanceCpuEnv, StanceConfig(episode_s=0.25))
+FACTORY = functools.partial(CpuEnv, StanceConfig(episode_s=0.25))
 TINY = PPOConfig(
     num_envs=WORLDS,
     unroll_length=4,
@@ -112,21 +113,21 @@ def test_shove_velocity_is_the_same_in_numpy_and_jax():
     np.testing.assert_allclose(stance_math.shove_velocity(angle, speed, np), want, atol=MATH_ATOL)
 
 
+def _at_level(level: int):
+    """The stance curriculum state at `level` (amplitude level / levels)."""
+    return stance.init_curriculum().replace(level=jnp.int32(level))
+
+
 def test_cpu_env_steps_like_the_jax_env_from_the_same_state():
     env, (reset, step) = jax_env(), jax_fns()
-    amp = 0.5
-    params = env.default_params().replace(amplitude=jnp.float32(amp))
+    params = env.default_params().replace(amplitude=jnp.float32(0.5))
     state = reset(params, jax.random.split(jax.random.PRNGKey(2), WORLDS))
-    cpu = StanceCpuEnv(TASK, num_worlds=WORLDS)
+    cpu = CpuEnv(TASK, num_worlds=WORLDS)
+    cpu.apply_curriculum(_at_level(TASK.levels // 2))
+    assert float(cpu.params.amplitude) == 0.5
     cpu.reset()
-    cpu.amplitude = np.float32(amp)
-    cpu.worlds.qpos[:] = _np(state.data.qpos)
-    cpu.worlds.qvel[:] = 0.0
-    info = state.info
-    cpu.task = StanceTask(
-        step=_np(info.step), phase=_np(info.phase), next_shove=_np(info.next_shove),
-        prev_action=_np(info.prev_action), obs=_np(state.obs), began_full=_np(info.began_full),
-    )  # fmt: skip
+    cpu.state = state.replace(data=view_of(state.data, cpu.derived), metrics={})
+    cpu._load(cpu.state, np.arange(WORLDS))
     actions = 0.3 * np.asarray(jax.random.uniform(jax.random.PRNGKey(3), (3, WORLDS, env.action_size)) - 0.5)
     for action in actions:
         state, stepped = step(params, state, state, action)
@@ -136,20 +137,32 @@ def test_cpu_env_steps_like_the_jax_env_from_the_same_state():
         np.testing.assert_array_equal(out.done, _np(stepped.done))
 
 
-def test_cpu_reset_pose_matches_the_jax_reset():
+def test_cpu_reset_poses_the_worlds_and_follows_the_curriculum():
     env, (reset, _) = jax_env(), jax_fns()
     params = env.default_params().replace(amplitude=jnp.float32(0.25))
     state = reset(params, jax.random.split(jax.random.PRNGKey(4), WORLDS))
-    cpu = StanceCpuEnv(TASK, num_worlds=WORLDS)
-    cpu.amplitude = np.float32(0.25)
+    cpu = CpuEnv(TASK, num_worlds=WORLDS)
+    cpu.apply_curriculum(_at_level(TASK.levels // 4))
     cpu.reset()
     lay, want = env.layout, _np(state.data.qpos)
     root = np.r_[lay.root_q : lay.root_q + 7]
     np.testing.assert_allclose(cpu.worlds.qpos[:, root], want[:, root], atol=MATH_ATOL)
     joints = lay.act_qpos_adr
     assert np.abs(cpu.worlds.qpos[:, joints] - want[:, joints]).max() <= 2 * TASK.init_noise_rad + MATH_ATOL
+    np.testing.assert_array_equal(cpu.worlds.qpos, _np(cpu.state.data.qpos))
     np.testing.assert_array_equal(cpu.worlds.ctrl, cpu.worlds.qpos[:, joints])
     assert np.all(cpu.worlds.qvel == 0.0)
+    assert cpu.pool_next == WORLDS and not _np(cpu.state.info.began_full).any()
+    # the unused fresh episodes were drawn at the old amplitude: a new level draws them again
+    cpu.apply_curriculum(_at_level(TASK.levels))
+    assert cpu.pool_next == WORLDS
+    zero = np.zeros((WORLDS, env.action_size), np.float32)
+    while True:
+        out = cpu.step(zero)
+        if out.done.any():
+            break
+    ended = out.done > 0.5
+    assert _np(cpu.state.info.began_full)[ended].all() and not _np(cpu.state.info.began_full)[~ended].any()
 
 
 def _batch(net, params, key, t=4, n=WORLDS):
@@ -319,3 +332,9 @@ def test_distillation_needs_an_environment_with_targets():
             jax.random.PRNGKey(0),
             iterations=1,
         )
+
+
+def test_the_cpu_path_finds_the_task_of_a_config_and_refuses_other_objects():
+    assert envs.task_of(TASK).env is stance.StanceEnv
+    with pytest.raises(ValueError, match="PPOConfig is no registered task's config"):
+        CpuEnv(TINY)

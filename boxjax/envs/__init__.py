@@ -21,7 +21,10 @@ REGISTRY = {
 """Task name -> the module holding its `TASK` (imported when the task is first built)."""
 TASKS = tuple(REGISTRY)
 
-__all__ = ["REGISTRY", "TASKS", "Env", "EpisodeSummary", "State", "Task", "from_playground", "make", "task"]
+__all__ = [
+    "REGISTRY", "TASKS", "Env", "EpisodeSummary", "State", "Task",
+    "from_playground", "make", "task", "task_of",
+]  # fmt: skip
 
 
 def task(name: str) -> Task:
@@ -29,6 +32,15 @@ def task(name: str) -> Task:
     if name not in REGISTRY:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
     return importlib.import_module(REGISTRY[name]).TASK
+
+
+def task_of(config: Any) -> Task:
+    """The registered `Task` whose config class `config` is; raises `ValueError` for any other object."""
+    for name in REGISTRY:
+        spec = task(name)
+        if spec.config is not None and type(config) is spec.config:
+            return spec
+    raise ValueError(f"{type(config).__name__} is no registered task's config; tasks: {', '.join(TASKS)}")
 
 
 def make(

@@ -42,6 +42,9 @@ class Task:
     """The task's `TaskConfig` subclass; None for a task without options."""
     env: type
     """The env class: built as `env(config, physics_config)`, or `env()` without physics."""
+    cpu_env: type | None = None
+    """The env class the CPU path (`boxjax.envs.cpu.CpuEnv`) builds as `cpu_env(config)`, where it differs
+    from `env` (the block task's fits the arms on MuJoCo's C engine); None: `env`."""
 
 
 @dataclasses.dataclass(frozen=True)

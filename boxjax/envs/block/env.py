@@ -49,7 +49,7 @@ pose (the guard; for commands, the guard with the fitted arms).
 
 A step is two pure halves around the physics (`BlockEnv.before_physics`: the opponent's targets and anchor,
 or his puppet's poses, then ours; `BlockEnv.after_physics`), so
-the CPU path (`boxjax.envs.block.cpu`) runs this same task code around MuJoCo's C engine.
+the CPU path (`boxjax.envs.cpu`) runs this same task code around MuJoCo's C engine.
 
 Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
 ``success/{blocks,goals,bag_hits,recoveries,commands_held}`` (events per world-step), ``kind/<kind>``
@@ -100,6 +100,10 @@ from boxjax.physics import mjx as physics
 
 class BlockEnv:
     """The block task (see the module docstring)."""
+
+    cpu_derived: tuple[str, ...] = ("xpos", "xmat", "geom_xpos", "geom_xmat", "site_xpos", "site_xmat")
+    """Derived physics fields `after_physics` reads (`boxjax.envs.cpu`): bodies, geoms and sites (vision,
+    the punch score, the arm fit's chain)."""
 
     def __init__(
         self, config: BlockConfig | None = None, physics_config: physics.PhysicsConfig | None = None
@@ -333,7 +337,7 @@ class BlockEnv:
         """The step after the physics: guard against NaN, see, score the punch, reward, observe.
 
         `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
-        with the fields the task reads and a `replace` (`boxjax.envs.block.cpu.PhysicsView`); `state`
+        with the fields the task reads and a `replace` (`boxjax.envs.cpu.PhysicsView`); `state`
         and `action` are `before_physics`' arguments. Pure and per world, like `step`.
 
         Returns:

@@ -1,7 +1,7 @@
 """Stance: hold a boxing stance, keep the reference rhythm, survive shoves; the curriculum widens the stance.
 
-`env` is the JAX task (MJX), `shared` its math written once over numpy or jax.numpy, `cpu` the numpy
-twin that steps many worlds around MuJoCo's C engine.
+`env` is the task (its step in two halves around the physics, so `boxjax.envs.cpu` runs it around MuJoCo's
+C engine too), `shared` its math written once over numpy or jax.numpy.
 """
 
 from boxjax.envs.base import Task

@@ -139,6 +139,20 @@ class StanceCurriculum:
     solve_falls: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.float32))
 
 
+@struct.dataclass
+class StanceDraws:
+    """What `StanceEnv.before_physics` hands to `after_physics` (one world's)."""
+
+    phase: jax.Array
+    """() int32 the rhythm step of this control step."""
+    shove: jax.Array
+    """() bool whether this step shoved the fighter."""
+    key: jax.Array
+    """The world's key for the following steps."""
+    next_key: jax.Array
+    """The key that draws the next shove's time when this step shoved."""
+
+
 def reference_tables(index: mjcf.FighterIndex, config: StanceConfig) -> np.ndarray:
     """(rhythm_steps, 2 * nu + 2) float32: stand pose | stance pose with rhythm | stand, stance height."""
     rows = rhythm_steps(config)
@@ -245,6 +259,9 @@ def shove_steps(config: StanceConfig) -> tuple[int, int]:
 class StanceEnv:
     """The stance task on one boxer body (see the module docstring)."""
 
+    cpu_derived: tuple[str, ...] = ()
+    """Derived physics fields `after_physics` reads besides the sensors (`boxjax.envs.cpu`): none."""
+
     def __init__(
         self, config: StanceConfig = StanceConfig(), physics_config: physics.PhysicsConfig | None = None
     ):
@@ -321,11 +338,22 @@ class StanceEnv:
         )
 
     def step(self, params: StanceParams, state: State, action: jax.Array) -> State:
-        """Apply the action around the reference, maybe shove, step the physics, score the result."""
+        """One control step: `before_physics` (the action around the reference, maybe a shove), the
+        physics, `after_physics` (score, observe)."""
+        data, draws = self.before_physics(params, state, action)
+        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        return self.after_physics(params, state, data, action, draws)
+
+    def before_physics(self, params: StanceParams, state: State, action: jax.Array):
+        """The step up to the physics: PD targets around the next reference pose, a shove's kick when due.
+        Pure and per world, like `step`.
+
+        Returns:
+          (physics state to step from, `StanceDraws` for `after_physics`).
+        """
         info, cfg, lay = state.info, self.config, self.layout
         phase = (info.phase + 1) % self.rhythm_steps
-        amp = params.amplitude
-        ref_pose, ref_height = stance_math.reference(params.tables[phase], amp, self.nu)
+        ref_pose, _ = stance_math.reference(params.tables[phase], params.amplitude, self.nu)
         ctrl = stance_math.joint_targets(ref_pose, action, lay, cfg.action_scale_rad, jnp)
         key, k_dir, k_speed, k_next = jax.random.split(info.key, 4)
         shove = info.step == info.next_shove
@@ -333,12 +361,21 @@ class StanceEnv:
         speed = jax.random.uniform(k_speed, (), jnp.float32, *cfg.shove_speed_mps)
         kick = stance_math.shove_velocity(angle, speed, jnp) * shove
         qvel = state.data.qvel.at[lay.root_v : lay.root_v + 2].add(kick)
-        data = physics.step(
-            params.model,
-            state.data.replace(ctrl=ctrl, qvel=qvel),
-            self.substeps,
-            self.physics.substeps_in_one_call,
-        )
+        draws = StanceDraws(phase=phase, shove=shove, key=key, next_key=k_next)
+        return state.data.replace(ctrl=ctrl, qvel=qvel), draws
+
+    def after_physics(
+        self, params: StanceParams, state: State, data, action: jax.Array, draws: StanceDraws
+    ) -> State:
+        """The step after the physics: guard against NaN, score, observe.
+
+        `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
+        with the fields the task reads and a `replace` (`boxjax.envs.cpu.PhysicsView`); `state` and
+        `action` are `before_physics`' arguments. Pure and per world, like `step`.
+        """
+        info, cfg, lay = state.info, self.config, self.layout
+        phase, shove, amp = draws.phase, draws.shove, params.amplitude
+        ref_pose, ref_height = stance_math.reference(params.tables[phase], amp, self.nu)
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
@@ -353,9 +390,9 @@ class StanceEnv:
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = stance_math.total_reward(terms, fell, cfg.w_fall)
         next_shove = jnp.where(
-            shove, step + jax.random.randint(k_next, (), *self.shove_steps), info.next_shove
+            shove, step + jax.random.randint(draws.next_key, (), *self.shove_steps), info.next_shove
         )
-        info = info.replace(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=key)
+        info = info.replace(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=draws.key)
         obs = stance_math.observe(
             data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
         )

@@ -230,8 +230,23 @@ def control_substeps(model: mujoco.MjModel, control_dt_s: float) -> int:
     return substeps
 
 
+@struct.dataclass
+class WalkDraws:
+    """What `WalkEnv.before_physics` hands to `after_physics` (one world's)."""
+
+    shove: jax.Array
+    """() bool whether this step shoved the fighter."""
+    key: jax.Array
+    """The world's key for the following steps."""
+    next_key: jax.Array
+    """The key that draws the next shove's time when this step shoved."""
+
+
 class WalkEnv:
     """The walk task on one boxer body (see the module docstring)."""
+
+    cpu_derived: tuple[str, ...] = ()
+    """Derived physics fields `after_physics` reads besides the sensors (`boxjax.envs.cpu`): none."""
 
     def __init__(
         self, config: WalkConfig = WalkConfig(), physics_config: physics.PhysicsConfig | None = None
@@ -298,7 +313,19 @@ class WalkEnv:
         )
 
     def step(self, params: WalkParams, state: State, action: jax.Array) -> State:
-        """Apply the action around the guard, maybe shove, step the physics, score the tracking."""
+        """One control step: `before_physics` (the action around the guard, maybe a shove), the physics,
+        `after_physics` (score the tracking, observe)."""
+        data, draws = self.before_physics(params, state, action)
+        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        return self.after_physics(params, state, data, action, draws)
+
+    def before_physics(self, params: WalkParams, state: State, action: jax.Array):
+        """The step up to the physics: PD targets around the guard, a shove's kick when due. Pure and per
+        world, like `step`.
+
+        Returns:
+          (physics state to step from, `WalkDraws` for `after_physics`).
+        """
         info, cfg, idx = state.info, self.config, self.index
         key, k_dir, k_speed, k_next = jax.random.split(info.key, 4)
         shove = (info.step == info.next_shove) & cfg.shoves
@@ -307,12 +334,14 @@ class WalkEnv:
         kick = speed * jnp.stack([jnp.cos(angle), jnp.sin(angle)]) * shove
         qvel = state.data.qvel.at[idx.dof_adr : idx.dof_adr + 2].add(kick)
         ctrl = state.data.ctrl.at[jnp.asarray(idx.actuator_ids)].set(self._targets(action))
-        data = physics.step(
-            params.model,
-            state.data.replace(ctrl=ctrl, qvel=qvel),
-            self.substeps,
-            self.physics.substeps_in_one_call,
-        )
+        return state.data.replace(ctrl=ctrl, qvel=qvel), WalkDraws(shove=shove, key=key, next_key=k_next)
+
+    def after_physics(self, params: WalkParams, state: State, data, action: jax.Array, draws: WalkDraws):
+        """The step after the physics: guard against NaN, score the tracking, observe. `data` is the
+        physics state stepped from `before_physics`' output (an `mjx.Data` or a
+        `boxjax.envs.cpu.PhysicsView`). Pure and per world, like `step`."""
+        info, cfg, idx = state.info, self.config, self.index
+        shove = draws.shove
         finite = physics.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
@@ -324,9 +353,9 @@ class WalkEnv:
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in TERMS) - cfg.w_fall * fell
         next_shove = jnp.where(
-            shove, step + jax.random.randint(k_next, (), *self.shove_steps), info.next_shove
+            shove, step + jax.random.randint(draws.next_key, (), *self.shove_steps), info.next_shove
         )
-        info = info.replace(step=step, next_shove=next_shove, prev_action=action, key=key)
+        info = info.replace(step=step, next_shove=next_shove, prev_action=action, key=draws.key)
         metrics = {f"reward/{k}": terms[k] for k in TERMS}
         metrics.update(figures)
         metrics.update(physics.figures(data))

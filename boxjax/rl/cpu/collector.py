@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from boxjax.envs.base import NONFINITE_METRIC
-from boxjax.envs.cpu_base import CpuEnv
+from boxjax.envs.cpu import CpuEnv
 from boxjax.models.networks import ActorCritic
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu.buffers import BufferNames, Buffers, EnvSizes

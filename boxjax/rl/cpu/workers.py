@@ -316,7 +316,7 @@ def train(
     """Train a CPU environment with PPO (see the module docstring); arguments as `boxjax.rl.ppo.train`.
 
     Args:
-      env_factory: (num_worlds, num_threads, seed) -> environment (`boxjax.envs.cpu_base.CpuEnv`);
+      env_factory: (num_worlds, num_threads, seed) -> environment (`boxjax.envs.cpu.CpuEnv`);
         called here once with one world (sizes, curriculum, checkpoint meta) and in every collector.
       config: PPO hyper-parameters; `num_envs` (= N x K) worlds and `unroll_length` (T) steps per iteration.
       workers: processes and threads.
