@@ -247,21 +247,24 @@ def run_dir(name: str) -> str:
     return path
 
 
-def run_options(args: argparse.Namespace, out: str) -> dict[str, Any]:
-    """The keyword arguments every training CLI passes to `ppo.train_run` (or the CPU path's `train`) from
-    its common flags, with checkpoints under `out`."""
-    options = dict(
+def run_options(args: argparse.Namespace, out: str, **fields: Any) -> Any:
+    """The `boxjax.rl.loop.RunOptions` of every training CLI's common flags, with checkpoints under `out`
+    and `fields` (the progress callback, init, the task's stop rule) on top."""
+    from boxjax.rl.loop import RunOptions
+
+    if args.max_skipped_updates is not None:
+        fields["max_skipped_updates"] = args.max_skipped_updates
+    return RunOptions(
         iterations=args.iterations,
         minutes=args.minutes,
         checkpoint_dir=os.path.join(out, "checkpoints"),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
         stop_on_nan=args.stop_on_nan,
+        stop_on_overflow=args.stop_on_overflow,
         start_time_s=PROCESS_START_S,
+        **fields,
     )
-    if args.max_skipped_updates is not None:
-        options["max_skipped_updates"] = args.max_skipped_updates
-    return options
 
 
 def write_curves(out: str) -> None:

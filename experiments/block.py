@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         init = None if args.resume else transfer.prepare_init(args.init, task, config, out, args.seed)
     except checkpoint.CheckpointMismatchError as error:
         raise checkpoint.CheckpointMismatchError(f"--init {args.init}: {error}") from None
-    physics = "physics=mujoco-cpu" if on_workers else f"impl={env.physics.impl}"
+    physics = "physics=mujoco-cpu" if on_workers else f"impl={env.backend.impl}"
     print(
         f"block: body={args.body} {physics} worlds={config.num_envs} devices={devices} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} "
@@ -123,14 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     _cli.mark("env_built_init_prepared")
     extra = PROGRESS + (_cli.CPU_PROFILE if on_workers else ())
     progress = _cli.open_progress(args, out, extra)
-    common = dict(
-        progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)),
-        init=init,
-        **_cli.run_options(args, out),
+    run = _cli.run_options(
+        args, out, progress_fn=lambda figures: progress(add_counts(figures, config.batch_size)), init=init
     )
     try:
         result, history = (
-            train_cpu(args, config, task.config, common) if on_workers else train(args, config, env, common)
+            train_cpu(args, config, task.config, run) if on_workers else train(args, config, env, run)
         )
     finally:
         progress.close()
@@ -142,18 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     return _cli.exit_status(result)
 
 
-def train(args, config, env, common: dict):
+def train(args, config, env, run):
     """The fused JAX iteration (`ppo.train_run`); returns its result and the per-iteration figures."""
     import jax
 
     from boxjax.rl import ppo
 
-    return ppo.train_run(
-        env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
-    )
+    return ppo.train_run(env, config, jax.random.PRNGKey(args.seed), run)
 
 
-def train_cpu(args, config, block_config, common: dict):
+def train_cpu(args, config, block_config, run):
     """The CPU path (`boxjax.rl.cpu.workers`): collectors of `boxjax.envs.cpu.CpuEnv` worlds, learners
     with the GPU path's loss code; returns its result and the per-iteration figures."""
     import functools
@@ -164,7 +160,7 @@ def train_cpu(args, config, block_config, common: dict):
     from boxjax.rl.cpu import workers
 
     factory = functools.partial(CpuEnv, block_config)
-    return workers.train(factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), **common)
+    return workers.train(factory, config, _cli.workers_config(args), jax.random.PRNGKey(args.seed), run)
 
 
 def task_fields(args) -> dict:

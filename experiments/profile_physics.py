@@ -63,7 +63,7 @@ def world_model(task: str, body: str):
     key = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_KEY, "stance")
     if key < 0:  # mj_resetDataKeyframe would quietly reset to qpos0
         raise ValueError(f"the {task} world of {body!r} has no 'stance' keyframe")
-    return env.mj_model, key, env.physics.contacts_per_world, env.physics.njmax
+    return env.mj_model, key, env.backend.config.contacts_per_world, env.backend.config.njmax
 
 
 def overrides(variant: str) -> list[str]:

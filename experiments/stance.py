@@ -112,17 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     level = (("curriculum/level", "amp {:.0f}/" + str(levels), "level"),)
     extra = level + (_cli.CPU_PROFILE if args.platform == "cpu" else ())
     progress = _cli.open_progress(args, out, extra)
-    common = dict(
-        progress_fn=progress,
-        init=args.init,
-        stop_when_solved=not args.keep_going,
-        **_cli.run_options(args, out),
+    run = _cli.run_options(
+        args, out, progress_fn=progress, init=args.init, stop_when_solved=not args.keep_going
     )
     try:
         if args.platform == "cpu":
-            result, history = train_cpu(args, config, options, out, common)
+            result, history = train_cpu(args, config, options, out, run)
         else:
-            result, history = train_gpu(args, config, options, out, common)
+            result, history = train_gpu(args, config, options, out, run)
     finally:
         progress.close()
     if not history:
@@ -150,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     return _cli.exit_status(result)
 
 
-def train_cpu(args, config, options: dict, out: str, common: dict):
+def train_cpu(args, config, options: dict, out: str, run):
     """The CPU path: collectors on MuJoCo C (`mujoco.batch`), learners with the GPU path's loss code."""
     import functools
 
@@ -170,10 +167,10 @@ def train_cpu(args, config, options: dict, out: str, common: dict):
     )
     _cli.mark("env_built")
     factory = functools.partial(CpuEnv, stance_config)
-    return workers.train(factory, config, layout, jax.random.PRNGKey(args.seed), **common)
+    return workers.train(factory, config, layout, jax.random.PRNGKey(args.seed), run)
 
 
-def train_gpu(args, config, options: dict, out: str, common: dict):
+def train_gpu(args, config, options: dict, out: str, run):
     """The fused JAX path (MuJoCo Warp on a GPU)."""
     import jax
 
@@ -183,14 +180,12 @@ def train_gpu(args, config, options: dict, out: str, common: dict):
     fused = {"auto": None, "fused": True, "stock": False}[args.factor]
     env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused, **options)
     print(
-        f"stance: body={args.body} impl={env.physics.impl} worlds={config.num_envs} "
+        f"stance: body={args.body} impl={env.backend.impl} worlds={config.num_envs} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
         flush=True,
     )
     _cli.mark("env_built")
-    return ppo.train_run(
-        env, config, jax.random.PRNGKey(args.seed), stop_on_overflow=args.stop_on_overflow, **common
-    )
+    return ppo.train_run(env, config, jax.random.PRNGKey(args.seed), run)
 
 
 if __name__ == "__main__":

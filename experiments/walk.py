@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"walk-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     print(
-        f"walk: body={args.body} impl={env.physics.impl} devices={len(devices)} worlds={config.num_envs} "
+        f"walk: body={args.body} impl={env.backend.impl} devices={len(devices)} worlds={config.num_envs} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",
         flush=True,
     )
@@ -72,10 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             env,
             config,
             jax.random.PRNGKey(args.seed),
-            progress_fn=progress,
-            init=args.init,
-            stop_on_overflow=args.stop_on_overflow,
-            **_cli.run_options(args, out),
+            _cli.run_options(args, out, progress_fn=progress, init=args.init),
         )
     finally:
         progress.close()

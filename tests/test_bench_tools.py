@@ -284,7 +284,7 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
     assert bench_block.parse([]).substep_calls == "each"
     physics = {"impl": "warp", "substeps_in_one_call": True, "mj_options": {"ccd_iterations": 12}}
     env = bench_block.variant_env("full", "simple", 2, physics=physics)
-    assert env.physics.substeps_in_one_call
+    assert env.backend.substeps_in_one_call
     assert env.default_params().model.opt._impl.ccd_iterations == 12  # MuJoCo Warp's model got it
     stubbed = bench_block.variant_env("no_vision", "simple", 2, physics=physics)
     assert stubbed.config.ablate == ("vision",) and stubbed.mj_model.opt.ccd_iterations == 12

@@ -21,6 +21,8 @@ from boxjax.envs.block import env as block
 from boxjax.envs.block.env import BlockConfig
 from boxjax.envs.cpu import CpuEnv
 from boxjax.models import checkpoint
+from boxjax.physics import cpu as mujoco_c
+from boxjax.physics import mjx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import block as block_cli  # noqa: E402
@@ -59,8 +61,9 @@ def env():
 
 @pytest.fixture(scope="module")
 def mjx_step(env):
-    """The task's own params (MJX model) and its `step` with MJX physics, vmapped and jitted."""
-    task = env.task
+    """The CPU environment's task built on MJX-JAX instead (its params hold the MJX model) and its own
+    `step`, vmapped and jitted."""
+    task = type(env.task)(CONFIG)
     return task.default_params(), jax.jit(jax.vmap(task.step, in_axes=(None, 0, 0)))
 
 
@@ -128,9 +131,11 @@ def test_cpu_env_steps_like_the_mjx_env_through_an_episode_and_a_restart(env, mj
         np.testing.assert_allclose(out.reward, np.asarray(ref.reward), atol=reward_atol, err_msg=where)
         np.testing.assert_array_equal(out.done, np.asarray(ref.done), err_msg=where)
         np.testing.assert_array_equal(out.truncation, np.asarray(ref.truncation), err_msg=where)
-        assert set(out.metrics) == set(ref.metrics)
+        # the same figures but each backend's own overflow read-out (none overflowed on either)
+        assert set(out.metrics) - set(mujoco_c.FIGURE_NAMES) == set(ref.metrics) - set(mjx.FIGURE_NAMES)
         for name, value in out.metrics.items():
-            np.testing.assert_allclose(value, np.asarray(ref.metrics[name]), atol=reward_atol, err_msg=name)
+            expected = 0.0 if name in mujoco_c.FIGURE_NAMES else np.asarray(ref.metrics[name])
+            np.testing.assert_allclose(value, expected, atol=reward_atol, err_msg=name)
         for name in totals:
             totals[name] += float((out.done if name == "done" else out.metrics[name]).sum())
         # finished worlds (every world, for a resynced kind) go on from the CPU environment's state

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.envs.cpu import CpuEnv, view_of
+from boxjax.envs.cpu import CpuEnv
 from boxjax.envs.stance import env as stance
 from boxjax.envs.stance import shared as stance_math
 from boxjax.envs.stance.env import StanceConfig
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.models import checkpoint
 from boxjax.models.networks import gaussian_log_prob
+from boxjax.physics.cpu import view_of
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu import workers
 from boxjax.rl.cpu.buffers import LearnerState

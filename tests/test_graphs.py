@@ -6,7 +6,7 @@ import sys
 import types
 
 from boxjax.physics import graphs
-from boxjax.rl import ppo
+from boxjax.rl import loop
 
 
 class FakeCallable:
@@ -38,9 +38,9 @@ def test_callables_are_read_from_mjx_registry(monkeypatch):
 
 
 def test_captures_are_reported_only_after_the_warm_iterations():
-    warm = {"iteration": float(ppo.WARM_ITERATIONS), ppo.GRAPH_CAPTURES: 40.0}
-    assert ppo.capture_report(warm) is None
-    assert ppo.capture_report({"iteration": 9.0, ppo.GRAPH_CAPTURES: 0.0}) is None
-    assert ppo.capture_report({"iteration": 9.0}) is None
-    line = ppo.capture_report({"iteration": 9.0, ppo.GRAPH_CAPTURES: 3.0})
+    warm = {"iteration": float(loop.WARM_ITERATIONS), loop.GRAPH_CAPTURES: 40.0}
+    assert loop.capture_report(warm) is None
+    assert loop.capture_report({"iteration": 9.0, loop.GRAPH_CAPTURES: 0.0}) is None
+    assert loop.capture_report({"iteration": 9.0}) is None
+    line = loop.capture_report({"iteration": 9.0, loop.GRAPH_CAPTURES: 3.0})
     assert line.startswith("GRAPH CAPTURES iteration 9: 3 new CUDA graphs")

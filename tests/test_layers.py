@@ -61,6 +61,21 @@ def test_imports_point_one_way():
     assert not wrong, "\n".join(wrong)
 
 
+BACKEND_MODULES = ("boxjax.physics.mjx", "boxjax.physics.cpu")
+"""The physics engines: a task reaches them only through the backend it receives (`physics.backend`)."""
+
+
+def test_no_task_imports_a_physics_engine():
+    wrong = []
+    for name in envs.TASKS:
+        package = ROOT / "envs" / envs.REGISTRY[name].split(".")[-1]
+        files = sorted(package.rglob("*.py")) if package.is_dir() else [package.with_suffix(".py")]
+        assert files and all(f.exists() for f in files), f"no source found for task {name!r}"
+        for path in files:
+            wrong += [f"{_module(path)} imports {m}" for m in _imports(path) if m.startswith(BACKEND_MODULES)]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_a_layer_violation_would_be_found():
     assert _layer("boxjax.rl.ppo") > _layer("boxjax.envs.walk.teacher") > _layer("boxjax.models.checkpoint")
     with pytest.raises(AssertionError, match="in no layer"):

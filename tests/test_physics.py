@@ -34,8 +34,10 @@ ONE_CALL_ATOL_RAD_PER_S = 1e-3
 def warp_env(contacts_per_world: int | None = None):
     env = envs.make("stance", body="simple", impl="warp", num_worlds=WORLDS, episode_s=1.0)
     if contacts_per_world is not None:
-        env.physics = physics.PhysicsConfig(
-            impl="warp", num_worlds=WORLDS, contacts_per_world=contacts_per_world, njmax=8
+        env.backend = physics.MjxBackend(
+            physics.PhysicsConfig(
+                impl="warp", num_worlds=WORLDS, contacts_per_world=contacts_per_world, njmax=8
+            )
         )
     return env
 
@@ -92,7 +94,7 @@ def test_substeps_in_one_call_step_like_one_call_each():
     """Every substep of a control step in one MuJoCo Warp call against MJX's one call per substep (the
     default): the same state after five control steps (20 physics steps), to round-off."""
     each, one = _five_steps_beside_the_default(substeps_in_one_call=True)
-    assert not parity_env("warp")[0].physics.substeps_in_one_call
+    assert not parity_env("warp")[0].backend.substeps_in_one_call
     assert one_call._stepper.cache_info().currsize, "the one-call stepper was never built"
     np.testing.assert_array_equal(one.data.time, each.data.time)
     if jax.default_backend() == "cpu":
@@ -105,7 +107,7 @@ def test_substeps_in_one_call_step_like_one_call_each():
 
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
     env = envs.make("stance", body="simple", impl="warp", num_worlds=WORLDS, graph_mode="warp_staged_ex")
-    assert env.physics.graph_mode == "warp_staged_ex"
+    assert env.backend.config.graph_mode == "warp_staged_ex"
     if jax.default_backend() != "gpu":
         with pytest.raises(ValueError, match="graph_mode 'warp_staged_ex' needs MuJoCo Warp on a CUDA GPU"):
             env.default_params()

@@ -13,7 +13,7 @@ from boxjax.envs.base import State, from_playground
 from boxjax.envs.toy import PointReach
 from boxjax.models import checkpoint
 from boxjax.models.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
-from boxjax.rl import ppo
+from boxjax.rl import loop, ppo
 from boxjax.rl.losses import LossBatch, gae, ppo_loss
 from boxjax.rl.rollout import init_rollout
 from boxjax.rl.train_step import init_train_state, make_train_iteration
@@ -195,14 +195,14 @@ def test_setup_time_is_split_where_the_work_happens(monkeypatch):
 def test_each_iteration_counts_its_graph_captures_and_reports_them_once_warm(monkeypatch, capsys):
     """Each iteration's figures hold the graphs captured during it; past the warm ones they are printed."""
     _, quiet = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=1)
-    assert quiet[0][ppo.GRAPH_CAPTURES] == 0.0  # no MuJoCo Warp here
+    assert quiet[0][loop.GRAPH_CAPTURES] == 0.0  # no MuJoCo Warp here
     monkeypatch.setattr(ppo.graphs, "new_captures", lambda before: 4)
     _, history = ppo.train(
-        PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=ppo.WARM_ITERATIONS + 1
+        PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=loop.WARM_ITERATIONS + 1
     )
-    assert [h[ppo.GRAPH_CAPTURES] for h in history] == [4.0] * (ppo.WARM_ITERATIONS + 1)
+    assert [h[loop.GRAPH_CAPTURES] for h in history] == [4.0] * (loop.WARM_ITERATIONS + 1)
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("GRAPH CAPTURES")]
-    assert printed == [ppo.capture_report(history[-1])]
+    assert printed == [loop.capture_report(history[-1])]
 
 
 def test_checkpoint_restores_only_the_named_parts_whatever_the_others_hold(tmp_path):
@@ -374,3 +374,13 @@ def test_init_takes_the_model_of_a_checkpoint_whatever_else_it_holds(tmp_path):
     assert jax.tree.structure(have) == jax.tree.structure(want)
     for a, b in zip(jax.tree.leaves(have), jax.tree.leaves(want), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_run_options_come_as_one_dataclass_or_single_fields_and_bad_ones_are_named():
+    options = loop.RunOptions(iterations=2, checkpoint_every=1)
+    _, history = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), options, iterations=3)
+    assert [h["iteration"] for h in history] == [1.0, 2.0, 3.0]  # the field replaced the dataclass's
+    with pytest.raises(TypeError, match=r"unknown run options \['iteration'\]"):
+        ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iteration=3)
+    with pytest.raises(ValueError, match="RunOptions.checkpoint_every must be positive, got 0"):
+        loop.RunOptions(checkpoint_every=0)

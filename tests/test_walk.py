@@ -81,7 +81,8 @@ written into MuJoCo are checked exactly."""
 
 def test_walk_runs_on_the_cpu_path_like_the_jax_env():
     """The generic CPU adapter runs the walk task's own halves around MuJoCo's C engine."""
-    from boxjax.envs.cpu import CpuEnv, view_of
+    from boxjax.envs.cpu import CpuEnv
+    from boxjax.physics.cpu import view_of
 
     reset, step = jitted()
     state = reset(params(), jax.random.split(jax.random.PRNGKey(8), WORLDS))

@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 from boxjax.envs.base import Env, EpisodeSummary, State, Task, from_playground
+from boxjax.physics import backend as physics_backend
 
 REGISTRY = {
     "stance": "boxjax.envs.stance",
@@ -23,7 +24,7 @@ TASKS = tuple(REGISTRY)
 
 __all__ = [
     "REGISTRY", "TASKS", "Env", "EpisodeSummary", "State", "Task",
-    "from_playground", "make", "task", "task_of",
+    "from_playground", "make", "on_c_engine", "task", "task_of",
 ]  # fmt: skip
 
 
@@ -59,7 +60,8 @@ def make(
     Args:
       name: one of `TASKS` ("reach" is a physics-free toy for tests).
       body: boxer body for physics tasks (see `boxjax.mjcf.BODIES`).
-      impl: physics implementation, "jax", "warp", or None/"auto" for this machine's default.
+      impl: physics backend (`boxjax.physics.backend.IMPLS`): "jax", "warp", None/"auto" for this machine's
+        default, or "mujoco-c" (MuJoCo's C engine: the env's halves, stepped by `boxjax.envs.cpu.CpuEnv`).
       num_worlds: worlds stepped together (sizes MuJoCo Warp's shared contact pool).
       fused_factor: MuJoCo Warp only: our one-launch factorisation on/off (None: on for the 89-DoF bodies).
       graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
@@ -70,26 +72,24 @@ def make(
     if spec.config is None:
         return spec.env()
     config = _config(spec.config, body=body, **options)
-    physics = dict(
-        impl=impl,
+    slots = config.contact_budget()
+    if impl == "mujoco-c":
+        return on_c_engine(config)
+    options = dict(
         num_worlds=num_worlds,
         fused_factor=fused_factor,
         graph_mode=graph_mode,
         substeps_in_one_call=substeps_in_one_call,
     )
-    return spec.env(config, _physics(config.contact_budget(), **physics))
+    return spec.env(config, physics_backend.make(impl, slots.ncon_per_world, slots.njmax, **options))
 
 
-def _physics(slots: Any, impl: str | None, **physics: Any) -> Any:
-    """The physics configuration of a task: this machine's implementation, `slots` (a `ContactBudget`)."""
-    from boxjax.physics import mjx
-
-    return mjx.PhysicsConfig(
-        impl=mjx.resolve_impl(impl),
-        contacts_per_world=slots.ncon_per_world,
-        njmax=slots.njmax,
-        **physics,
-    )
+def on_c_engine(config: Any) -> Env:
+    """The env of `config`'s task on MuJoCo's C engine (`boxjax.physics.cpu.CBackend`): its `Task.cpu_env`
+    (else its env) with the derived fields it reads (`cpu_derived`), for `boxjax.envs.cpu.CpuEnv` to step
+    between its halves (its own `step` refuses: the C engine cannot step inside a trace)."""
+    cls = task_of(config).cpu_env or task_of(config).env
+    return cls(config, physics_backend.make("mujoco-c", 0, 0, derived=tuple(cls.cpu_derived)))
 
 
 def _config(cls: type, **values: Any) -> Any:

@@ -41,10 +41,11 @@ class Task:
     config: type | None
     """The task's `TaskConfig` subclass; None for a task without options."""
     env: type
-    """The env class: built as `env(config, physics_config)`, or `env()` without physics."""
+    """The env class: built as `env(config, backend)` (a `boxjax.physics.backend.Backend`), or `env()`
+    without physics."""
     cpu_env: type | None = None
-    """The env class the CPU path (`boxjax.envs.cpu.CpuEnv`) builds as `cpu_env(config)`, where it differs
-    from `env` (the block task's fits the arms on MuJoCo's C engine); None: `env`."""
+    """The env class built on MuJoCo's C engine (`boxjax.envs.on_c_engine`), where it differs from `env`
+    (the block task's fits the arms on the C engine); None: `env`."""
 
 
 @dataclasses.dataclass(frozen=True)

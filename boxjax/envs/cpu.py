@@ -5,8 +5,9 @@ to the physics: actions to controls, the opponent's targets, a shove's kick), th
 ``after_physics(params, state, data, action, draws) -> State`` (guard, observe, score). On the GPU path
 the task's own `step` composes the halves around MJX; `CpuEnv` composes them around MuJoCo's C engine
 (`boxjax.physics.cpu`), with the halves jitted on the CPU and vmapped over the K worlds of a process. The
-MuJoCo worlds keep the float64 physics state; the task sees float32 copies of the fields it reads
-(`PhysicsView`, which stands in for `mjx.Data` in `State.data`), as the JAX env sees MJX's.
+task is built on the C engine's backend (`boxjax.physics.cpu.CBackend`): the MuJoCo worlds keep the float64
+physics state, the task sees float32 copies of the fields it reads (`boxjax.physics.cpu.PhysicsView`, its
+`State.data`) and the worlds' overflow read-out, as the JAX env sees MJX's.
 `before_physics` may change the controls, the mocap bodies and the velocities (a shove: the change is
 added to MuJoCo's float64 velocities); nothing else of the physics state.
 
@@ -39,13 +40,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
-from mujoco import mjx
 
 from boxjax.envs import base
 from boxjax.physics import cpu as mujoco_c
-
-_f32 = np.float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,66 +61,6 @@ class CpuStep:
     """(K,) float32 1.0 where it ended by the time limit only."""
     metrics: dict[str, np.ndarray]
     """Named (K,) float32 per-step figures, averaged per iteration."""
-
-
-@struct.dataclass
-class PhysicsView:
-    """The physics fields a task reads, float32 (`mjx.Data`'s names, shapes and frames): one world's, or
-    K worlds' with a leading axis. Derived fields describe the state before the last substep, as after
-    `mjx.step`; those the task does not read (`DERIVED`, the env's `cpu_derived`) are None."""
-
-    qpos: jax.Array
-    """(nq,) joint positions."""
-    qvel: jax.Array
-    """(nv,) joint velocities."""
-    ctrl: jax.Array
-    """(nu,) actuator controls."""
-    mocap_pos: jax.Array
-    """(nmocap, 3) mocap bodies."""
-    mocap_quat: jax.Array
-    """(nmocap, 4)."""
-    sensordata: jax.Array
-    """(nsensordata,) sensors."""
-    xpos: jax.Array | None = None
-    """(nbody, 3) body positions."""
-    xmat: jax.Array | None = None
-    """(nbody, 3, 3) body orientations."""
-    geom_xpos: jax.Array | None = None
-    """(ngeom, 3) geom positions."""
-    geom_xmat: jax.Array | None = None
-    """(ngeom, 3, 3) geom orientations."""
-    site_xpos: jax.Array | None = None
-    """(nsite, 3) site positions."""
-    site_xmat: jax.Array | None = None
-    """(nsite, 3, 3) site orientations."""
-
-
-STATE_FIELDS = ("qpos", "qvel", "ctrl", "mocap_pos", "mocap_quat", "sensordata")
-"""The fields every `PhysicsView` holds."""
-DERIVED = ("xpos", "xmat", "geom_xpos", "geom_xmat", "site_xpos", "site_xmat")
-"""The derived fields a task may ask for (its env's `cpu_derived`), read from the MuJoCo worlds after
-each step."""
-
-
-def view_of(data: Any, derived: tuple[str, ...] = DERIVED) -> PhysicsView:
-    """The `PhysicsView` of an `mjx.Data` (or anything with those fields), float32, with `derived`."""
-    fields = {k: jnp.asarray(getattr(data, k), jnp.float32) for k in (*STATE_FIELDS, *derived)}
-    return PhysicsView(**fields)
-
-
-def host_params(params: Any, derived: tuple[str, ...]) -> Any:
-    """A task's params for the CPU path: its MJX models dropped (MuJoCo's C engine steps the worlds) and
-    its `mjx.Data` templates as `PhysicsView`s (`derived` included)."""
-    if not dataclasses.is_dataclass(params):
-        return params
-    out = {}
-    for f in dataclasses.fields(params):
-        value = getattr(params, f.name)
-        if isinstance(value, mjx.Model):
-            out[f.name] = None
-        elif isinstance(value, mjx.Data):
-            out[f.name] = view_of(value, derived)
-    return params.replace(**out)
 
 
 # -- the jitted halves (module level: the task is a static argument, params are passed in) ----------
@@ -159,7 +96,7 @@ def _after(
     names: tuple[str, ...],
     params: Any,
     state: base.State,
-    data: PhysicsView,
+    data: mujoco_c.PhysicsView,
     action: jax.Array,
     draws: Any,
 ):
@@ -190,13 +127,12 @@ _AFTER = jax.jit(_after, static_argnums=(0, 1))
 
 @functools.lru_cache(maxsize=8)
 def task_env(config: base.TaskConfig) -> Any:
-    """The task env of `config` built for the CPU path (its package's `Task.cpu_env`, else its env): one
-    per config in a process, so that its CPU environments (several collectors in serial mode, a test's)
-    share the compiled halves above, whose static argument it is."""
+    """The task env of `config` on MuJoCo's C engine (`boxjax.envs.on_c_engine`): one per config in a
+    process, so that its CPU environments (several collectors in serial mode, a test's) share the compiled
+    halves above, whose static argument it is."""
     from boxjax import envs
 
-    spec = envs.task_of(config)
-    return (spec.cpu_env or spec.env)(config)
+    return envs.on_c_engine(config)
 
 
 def metric_names(task: Any, params: Any) -> tuple[str, ...]:
@@ -217,13 +153,10 @@ class CpuEnv:
         self.action_size = self.task.action_size
         self.num_worlds = num_worlds
         self.seed = seed
-        self.derived = tuple(getattr(self.task, "cpu_derived", ()))
-        unknown = set(self.derived) - set(DERIVED)
-        if unknown:
-            raise ValueError(f"cpu_derived fields {sorted(unknown)} are not readable; valid: {DERIVED}")
+        self.derived = self.task.backend.derived
         self.worlds = mujoco_c.make_worlds(self.mj_model, num_worlds, num_threads, derived=self.derived)
-        self.base_params = host_params(self.task.default_params(), self.derived)
-        """The task's params without the MJX models, before any curriculum."""
+        self.base_params = self.task.default_params()
+        """The task's params on the C engine's backend, before any curriculum."""
         self.params = self.base_params
         self.metric_names = metric_names(self.task, self.params)
         self.state: base.State | None = None
@@ -281,8 +214,7 @@ class CpuEnv:
         worlds.mocap_pos[:] = writes["mocap_pos"]
         worlds.mocap_quat[:] = writes["mocap_quat"]
         worlds.qvel[:] += writes["kick"]
-        failed = mujoco_c.step(worlds, self.substeps)
-        view = self._view(failed)
+        view = mujoco_c.view(worlds, mujoco_c.step(worlds, self.substeps))
         state, out = _AFTER(self.task, self.metric_names, self.params, self.state, view, action, draws)
         out = jax.device_get(out)
         ended = np.flatnonzero(out["done"] > 0.5)
@@ -305,24 +237,6 @@ class CpuEnv:
         return np.asarray(target, np.float32), np.asarray(mask, np.float32)
 
     # -- pieces -----------------------------------------------------------------------------------------
-    def _view(self, failed: np.ndarray) -> PhysicsView:
-        """The worlds' fields after a step, float32 (K, ...); a failed world's qpos is NaN, so the task's
-        NaN guard ends its episode."""
-        w, k = self.worlds, self.num_worlds
-        fields = {
-            "qpos": w.qpos.astype(_f32),
-            "qvel": w.qvel.astype(_f32),
-            "ctrl": w.ctrl.astype(_f32),
-            "mocap_pos": w.mocap_pos.astype(_f32),
-            "mocap_quat": w.mocap_quat.astype(_f32),
-            "sensordata": w.sensordata.astype(_f32),
-        }
-        for name in self.derived:
-            value = w.derived[name].astype(_f32)
-            fields[name] = value.reshape(k, -1, 3, 3) if name.endswith("xmat") else value
-        fields["qpos"][failed] = np.nan
-        return PhysicsView(**fields)
-
     def _refill(self) -> None:
         """A new pool of K fresh episodes from the next key of the seed's chain."""
         self.pool_key, key = jax.random.split(self.pool_key)

@@ -7,17 +7,39 @@ writes live `(num_worlds, ...)` float64 numpy views of the state (`qpos`, `qvel`
 after `mj_step` (and MJX's step), describe the state before the last substep. A world that MuJoCo
 rejects (an error, or a bad-acceleration reset inside `mj_step`) is reported as failed, never silently
 continued.
+
+A world whose contacts or constraint rows did not fit MuJoCo's arena (`<size memory>`: MuJoCo then drops
+them, warning `mjWARN_CONTACTFULL` / `mjWARN_CNSTRFULL`, and the step goes on without them) is reported
+as overflowed (`StepOutcome.overflow`), never silently continued.
+
+`CBackend` is this engine as a task's backend (`boxjax.physics.backend`): its one-world data is a
+`PhysicsView` (float32 copies of the fields a task reads), which `boxjax.envs.cpu.CpuEnv` fills from the
+worlds after each step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
+from flax import struct
 from mujoco import batch as mjbatch
 
 _BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
+OVERFLOW_WARNINGS = {
+    "contact_arena": int(mujoco.mjtWarning.mjWARN_CONTACTFULL),
+    "constraint_arena": int(mujoco.mjtWarning.mjWARN_CNSTRFULL),
+}
+"""The C engine's overflow kinds: the MuJoCo warning counted for each (contacts or constraint rows that
+did not fit the arena and were dropped)."""
+OVERFLOW_BITS = {name: 1 << i for i, name in enumerate(OVERFLOW_WARNINGS)}
+"""The bit of each overflow kind in `StepOutcome.overflow`'s words."""
+FIGURE_NAMES = tuple(f"overflow/{k}" for k in OVERFLOW_WARNINGS)
+"""The names of `CBackend.figures`' entries."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -70,20 +92,32 @@ def make_worlds(
     )
 
 
-def step(worlds: Worlds, substeps: int) -> np.ndarray:
-    """`substeps` physics steps of every world (GIL released); returns (num_worlds,) bool: failed worlds.
+@dataclasses.dataclass(frozen=True)
+class StepOutcome:
+    """What `step` reports per world."""
 
-    A failed world raised a MuJoCo error (it kept its state from before the call) or hit a bad
-    acceleration (MuJoCo reset it to the model's default state): either way its step is not physics.
-    """
-    badqacc = worlds.batch.warning[:, _BADQACC, 0].copy()
+    failed: np.ndarray
+    """(num_worlds,) bool: the step is not physics (a MuJoCo error: the world kept its state from before
+    the call; or a bad acceleration: MuJoCo reset it to the model's default state)."""
+    overflow: np.ndarray
+    """(num_worlds,) int32 word of `OVERFLOW_BITS`: the kinds that overflowed during the step."""
+
+
+def step(worlds: Worlds, substeps: int) -> StepOutcome:
+    """`substeps` physics steps of every world (GIL released); which worlds failed or overflowed."""
+    warnings = worlds.batch.warning
+    badqacc = warnings[:, _BADQACC, 0].copy()
+    counts = {name: warnings[:, w, 0].copy() for name, w in OVERFLOW_WARNINGS.items()}
     failed = np.zeros(worlds.num_worlds, bool)
     try:
         worlds.batch.step(nstep=substeps)
     except mjbatch.SimulationError as err:
         failed[err.ids] = True
-    failed |= worlds.batch.warning[:, _BADQACC, 0] != badqacc
-    return failed
+    failed |= warnings[:, _BADQACC, 0] != badqacc
+    overflow = np.zeros(worlds.num_worlds, np.int32)
+    for name, w in OVERFLOW_WARNINGS.items():
+        overflow |= np.where(warnings[:, w, 0] != counts[name], OVERFLOW_BITS[name], 0).astype(np.int32)
+    return StepOutcome(failed=failed, overflow=overflow)
 
 
 def reset(worlds: Worlds, ids: np.ndarray) -> None:
@@ -95,6 +129,112 @@ def reset(worlds: Worlds, ids: np.ndarray) -> None:
     worlds.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
 
 
-def is_finite(worlds: Worlds) -> np.ndarray:
-    """(num_worlds,) bool: the world's state holds no NaN or inf."""
-    return np.isfinite(worlds.qpos).all(axis=1) & np.isfinite(worlds.qvel).all(axis=1)
+@struct.dataclass
+class PhysicsView:
+    """The physics fields a task reads, float32 (`mjx.Data`'s names, shapes and frames): one world's, or
+    K worlds' with a leading axis. Derived fields describe the state before the last substep, as after
+    `mjx.step`; those the task does not read (not in `CBackend.derived`) are None."""
+
+    qpos: jax.Array
+    """(nq,) joint positions."""
+    qvel: jax.Array
+    """(nv,) joint velocities."""
+    ctrl: jax.Array
+    """(nu,) actuator controls."""
+    mocap_pos: jax.Array
+    """(nmocap, 3) mocap bodies."""
+    mocap_quat: jax.Array
+    """(nmocap, 4)."""
+    sensordata: jax.Array
+    """(nsensordata,) sensors."""
+    overflow: jax.Array
+    """() int32 word of `OVERFLOW_BITS`: what overflowed in the last step."""
+    xpos: jax.Array | None = None
+    """(nbody, 3) body positions."""
+    xmat: jax.Array | None = None
+    """(nbody, 3, 3) body orientations."""
+    geom_xpos: jax.Array | None = None
+    """(ngeom, 3) geom positions."""
+    geom_xmat: jax.Array | None = None
+    """(ngeom, 3, 3) geom orientations."""
+    site_xpos: jax.Array | None = None
+    """(nsite, 3) site positions."""
+    site_xmat: jax.Array | None = None
+    """(nsite, 3, 3) site orientations."""
+
+
+STATE_FIELDS = ("qpos", "qvel", "ctrl", "mocap_pos", "mocap_quat", "sensordata")
+"""The state and sensor fields every `PhysicsView` holds."""
+DERIVED = ("xpos", "xmat", "geom_xpos", "geom_xmat", "site_xpos", "site_xmat")
+"""The derived fields a task may ask for (`CBackend.derived`)."""
+
+
+def view_of(data: Any, derived: tuple[str, ...] = DERIVED) -> PhysicsView:
+    """The `PhysicsView` of an `mjx.Data` (or anything with those fields), float32, with `derived` and
+    nothing overflowed (to start C worlds from a JAX env's state)."""
+    fields = {k: jnp.asarray(getattr(data, k), jnp.float32) for k in (*STATE_FIELDS, *derived)}
+    return PhysicsView(overflow=jnp.zeros(np.shape(data.qpos)[:-1], jnp.int32), **fields)
+
+
+def view(worlds: Worlds, outcome: StepOutcome) -> PhysicsView:
+    """The worlds' fields after a step, float32 (K, ...); a failed world's qpos is NaN, so a task's NaN
+    guard ends its episode."""
+    k = worlds.num_worlds
+    fields = {name: getattr(worlds, name).astype(np.float32) for name in STATE_FIELDS}
+    for name, value in worlds.derived.items():
+        value = value.astype(np.float32)
+        fields[name] = value.reshape(k, -1, 3, 3) if name.endswith("xmat") else value
+    fields["qpos"][outcome.failed] = np.nan
+    return PhysicsView(overflow=outcome.overflow, **fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class CBackend:
+    """MuJoCo's C engine as a task's physics backend (`boxjax.physics.backend.Backend`). The model lives
+    in the worlds (`make_worlds`), not in the params; the worlds step outside any trace, between a task's
+    `before_physics` and `after_physics` (`boxjax.envs.cpu.CpuEnv`)."""
+
+    derived: tuple[str, ...] = ()
+    """The derived fields (of `DERIVED`) the task reads besides the state and sensors."""
+    impl: str = "mujoco-c"
+    substeps_in_one_call: bool = False
+
+    def __post_init__(self) -> None:
+        """Reject derived fields the worlds cannot read."""
+        unknown = set(self.derived) - set(DERIVED)
+        if unknown:
+            raise ValueError(f"derived fields {sorted(unknown)} are not readable; valid: {DERIVED}")
+
+    @property
+    def figure_names(self) -> tuple[str, ...]:
+        """`FIGURE_NAMES`."""
+        return FIGURE_NAMES
+
+    def put_model(self, mj_model: mujoco.MjModel) -> None:
+        """None: the worlds hold the model."""
+        return None
+
+    def make_data(self, mj_model: mujoco.MjModel) -> PhysicsView:
+        """The `PhysicsView` of the model's default state (derived fields zero until a step)."""
+        data = mujoco.MjData(mj_model)
+        fields = {k: jnp.asarray(getattr(data, k), jnp.float32) for k in (*STATE_FIELDS, *self.derived)}
+        for name in self.derived:
+            if name.endswith("xmat"):
+                fields[name] = fields[name].reshape(-1, 3, 3)
+        return PhysicsView(overflow=jnp.zeros((), jnp.int32), **fields)
+
+    def step(self, model: None, data: PhysicsView, substeps: int) -> PhysicsView:
+        """Refused: the C engine cannot step inside a JAX trace."""
+        raise TypeError(
+            "MuJoCo's C engine steps outside a JAX trace: run the task through boxjax.envs.cpu.CpuEnv, "
+            "which steps the worlds between the task's before_physics and after_physics"
+        )
+
+    def figures(self, data: PhysicsView) -> dict[str, jax.Array]:
+        """() float32 per kind: 1.0 if this world's contacts or constraint rows overflowed the arena."""
+        word = jnp.asarray(data.overflow, jnp.int32)
+        return {f"overflow/{k}": ((word & bit) != 0).astype(jnp.float32) for k, bit in OVERFLOW_BITS.items()}
+
+    def is_finite(self, data: PhysicsView) -> jax.Array:
+        """() bool: the world's state holds no NaN or inf."""
+        return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))

@@ -203,3 +203,46 @@ def quiet(model: mjx.Model) -> mjx.Model:
 def is_finite(data: mjx.Data) -> jax.Array:
     """() bool: the world's state holds no NaN or inf."""
     return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
+
+
+@dataclasses.dataclass(frozen=True)
+class MjxBackend:
+    """MJX as a task's physics backend (`boxjax.physics.backend.Backend`): the functions above, `config`
+    applied."""
+
+    config: PhysicsConfig
+
+    @property
+    def impl(self) -> str:
+        """ "jax" or "warp"."""
+        return self.config.impl
+
+    @property
+    def substeps_in_one_call(self) -> bool:
+        """`PhysicsConfig.substeps_in_one_call`."""
+        return self.config.substeps_in_one_call
+
+    @property
+    def figure_names(self) -> tuple[str, ...]:
+        """`FIGURE_NAMES`."""
+        return FIGURE_NAMES
+
+    def put_model(self, mj_model: mujoco.MjModel) -> mjx.Model:
+        """`put_model` with this config."""
+        return put_model(mj_model, self.config)
+
+    def make_data(self, mj_model: mujoco.MjModel) -> mjx.Data:
+        """`make_data` with this config's slots."""
+        return make_data(mj_model, self.config)
+
+    def step(self, model: mjx.Model, data: mjx.Data, substeps: int) -> mjx.Data:
+        """`step`, in one call when the config asks for it."""
+        return step(model, data, substeps, self.config.substeps_in_one_call)
+
+    def figures(self, data: mjx.Data) -> dict[str, jax.Array]:
+        """`figures`."""
+        return figures(data)
+
+    def is_finite(self, data: mjx.Data) -> jax.Array:
+        """`is_finite`."""
+        return is_finite(data)

@@ -1,8 +1,9 @@
-"""PPO's public API: `train`, `PPOConfig`, `Policy`, `make_policy`. This is the host loop.
+"""PPO's public API: `train`, `PPOConfig`, `RunOptions`, `Policy`, `make_policy`, `evaluate`.
 
-The host loop is the one host/device boundary: it launches the jitted iteration, blocks on its figures once
-per iteration, times it, logs, checkpoints and reports progress. Nothing inside the iteration does I/O.
-`PPOConfig.num_devices` splits the worlds over several devices (`boxjax.rl.sharding`); the loop is the same.
+`train` drives the jitted iteration with the host loop every path shares (`boxjax.rl.loop`): the one
+host/device boundary, which launches the iteration, blocks on its figures once per iteration, times it,
+logs, checkpoints and reports progress. Nothing inside the iteration does I/O. `PPOConfig.num_devices`
+splits the worlds over several devices (`boxjax.rl.sharding`); the loop is the same.
 
     from boxjax import envs
     from boxjax.rl import ppo
@@ -30,8 +31,9 @@ from boxjax.envs.base import Env
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.physics import graphs
-from boxjax.rl import guard, interrupts, sharding
+from boxjax.rl import guard, loop, sharding
 from boxjax.rl.config import PPOConfig
+from boxjax.rl.loop import GRAPH_CAPTURES, PhysicsOverflowError, RunOptions
 from boxjax.rl.rollout import RolloutState, init_rollout
 from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
 
@@ -43,6 +45,7 @@ __all__ = [
     "PPOConfig",
     "PhysicsOverflowError",
     "Policy",
+    "RunOptions",
     "TrainResult",
     "evaluate",
     "make_policy",
@@ -50,46 +53,8 @@ __all__ = [
     "train",
 ]
 
-OVERFLOW_PREFIX = "env/overflow/"
-
-
-class PhysicsOverflowError(RuntimeError):
-    """Some worlds ran out of contact or constraint slots and the run was asked to stop on overflow."""
-
-
-def overflow_report(figures: dict[str, float]) -> str | None:
-    """An `OVERFLOW ...` line naming each overflowing kind and its peak number of worlds, or None."""
-    kinds = [
-        f"{k[len(OVERFLOW_PREFIX) :]} in {int(v)} worlds"
-        for k, v in figures.items()
-        if k.startswith(OVERFLOW_PREFIX) and v > 0
-    ]
-    if not kinds:
-        return None
-    return f"OVERFLOW iteration {int(figures['iteration'])}: " + ", ".join(kinds)
-
-
-GRAPH_CAPTURES = "warp/graph_captures"
-"""Figure: CUDA graphs MuJoCo Warp captured during the iteration (`boxjax.physics.graphs`)."""
 FUSED_FACTORIZATIONS = "physics/fused_factorizations"
 """Figure: world factorisations our kernel ran during the iteration (0 where MuJoCo Warp's own ran)."""
-WARM_ITERATIONS = 2
-"""Iterations that may capture graphs: the first (compile) and the second (the donated buffers' other set)."""
-
-
-def capture_report(figures: dict[str, float]) -> str | None:
-    """A `GRAPH CAPTURES ...` line when an iteration after the first `WARM_ITERATIONS` captured CUDA graphs
-    (MuJoCo Warp capturing anew instead of replaying: slow), or None."""
-    count = figures.get(GRAPH_CAPTURES, 0.0)
-    if figures["iteration"] <= WARM_ITERATIONS or count <= 0:
-        return None
-    return (
-        f"GRAPH CAPTURES iteration {int(figures['iteration'])}: {int(count)} new CUDA graphs "
-        "(MuJoCo Warp got new buffer addresses; each capture costs far more than a replay)"
-    )
-
-
-ProgressFn = Callable[[dict[str, float]], None]
 
 
 @struct.dataclass
@@ -310,41 +275,14 @@ def _save(
     return True
 
 
-CAPS_PREFIX = "env/caps/"
-
-
-def caps_summary(history: list[dict[str, float]]) -> str | None:
-    """One `SOLVER CAPS ...` line summing up the run's solver-cap figures (worlds whose solver stopped at
-    MuJoCo Warp's iteration or line-search cap), or None when no iteration had any."""
-    names = sorted({k for row in history for k in row if k.startswith(CAPS_PREFIX)})
-    parts = []
-    for name in names:
-        counts = [row.get(name, 0.0) for row in history]
-        hit = sum(c > 0 for c in counts)
-        if hit:
-            label = name[len(CAPS_PREFIX) :].replace("_", " ")
-            parts.append(f"{label} cap in {hit} of {len(counts)} iterations (peak {int(max(counts))} worlds)")
-    return "SOLVER CAPS: " + "; ".join(parts) if parts else None
-
-
 def train(
     env: Env,
     config: PPOConfig,
     key: jax.Array,
+    options: RunOptions | None = None,
     *,
-    iterations: int = 100,
-    minutes: float | None = None,
     env_params: Any = None,
-    progress_fn: ProgressFn | None = None,
-    checkpoint_dir: str | None = None,
-    checkpoint_every: int = 50,
-    resume: str | None = None,
-    init: str | None = None,
-    stop_when_solved: bool = False,
-    stop_on_overflow: bool = False,
-    stop_on_nan: bool = False,
-    max_skipped_updates: int = 5,
-    start_time_s: float | None = None,
+    **fields: Any,
 ) -> tuple[Policy, list[dict[str, float]]]:
     """Train `env` with PPO.
 
@@ -352,45 +290,16 @@ def train(
       env: any environment following `boxjax.envs.base`'s protocol.
       config: PPO hyper-parameters and sizes.
       key: PRNG key (e.g. `jax.random.key(0)` or `jax.random.PRNGKey(0)`).
-      iterations: stop after this many iterations in total (counting resumed ones).
-      minutes: also stop after this much wall time.
+      options: how the run is driven (`boxjax.rl.loop.RunOptions`: iterations, time limit, checkpoints,
+        resume/init, stop rules, progress callback); `fields` replace single ones (``iterations=20``).
       env_params: environment params (default `env.default_params()`).
-      progress_fn: called with each iteration's figures (host floats).
-      checkpoint_dir: where to write checkpoints (every `checkpoint_every` iterations and at the end).
-      resume: a checkpoint directory to continue exactly (same body, task and configs, else an error).
-      init: a checkpoint directory whose model (params, optimiser, normaliser) starts this run.
-      stop_when_solved: stop at the first iteration whose `solved` figure is 1.
-      stop_on_overflow: raise `PhysicsOverflowError` (after checkpointing) when any world overflows; an
-        `OVERFLOW` line is printed every iteration with an overflow either way.
-      stop_on_nan: raise `guard.NonFiniteError` (after checkpointing) at the first iteration with a
-        non-finite world or gradient step; a `NAN` line is printed for each such iteration either way.
-      max_skipped_updates: raise `guard.NonFiniteError` after this many consecutive iterations whose
-        update was skipped as non-finite (each gradient step is applied only when finite).
-      start_time_s: `time.perf_counter()` at process start, so set-up time counts imports and model build.
 
     SIGINT or SIGTERM stops the run after the iteration in flight, checkpointed (`TrainResult.stopped_by`).
 
     Returns:
       the final policy and the list of per-iteration figures.
     """
-    result, history = train_run(
-        env,
-        config,
-        key,
-        iterations=iterations,
-        minutes=minutes,
-        env_params=env_params,
-        progress_fn=progress_fn,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-        init=init,
-        stop_when_solved=stop_when_solved,
-        stop_on_overflow=stop_on_overflow,
-        stop_on_nan=stop_on_nan,
-        max_skipped_updates=max_skipped_updates,
-        start_time_s=start_time_s,
-    )
+    result, history = train_run(env, config, key, options, env_params=env_params, **fields)
     ts = result.train_state
     policy = Policy(params=ts.params, normalizer=ts.normalizer)
     if len(ts.iteration.sharding.device_set) > 1:
@@ -398,36 +307,14 @@ def train(
     return policy, history
 
 
-def setup_phases(start_s: float, entered_s: float, ready_s: float, first_done_s: float) -> dict[str, float]:
-    """Where the set-up time went, from `time.perf_counter()` stamps: before training (imports, model and
-    environment build), the initial state (params, reset, or a checkpoint's restore; on the CPU path also the
-    workers started), and the first iteration (its compile or compilation-cache load, then one run). They add
-    up to `setup_s`."""
-    return {
-        "setup/before_train_s": entered_s - start_s,
-        "setup/initial_state_s": ready_s - entered_s,
-        "setup/first_iteration_s": first_done_s - ready_s,
-    }
-
-
 def train_run(
     env: Env,
     config: PPOConfig,
     key: jax.Array,
+    options: RunOptions | None = None,
     *,
-    iterations: int = 100,
-    minutes: float | None = None,
     env_params: Any = None,
-    progress_fn: ProgressFn | None = None,
-    checkpoint_dir: str | None = None,
-    checkpoint_every: int = 50,
-    resume: str | None = None,
-    init: str | None = None,
-    stop_when_solved: bool = False,
-    stop_on_overflow: bool = False,
-    stop_on_nan: bool = False,
-    max_skipped_updates: int = 5,
-    start_time_s: float | None = None,
+    **fields: Any,
 ) -> tuple[TrainResult, list[dict[str, float]]]:
     """Like `train`, but returns the full `TrainResult` (train and rollout state) for further use.
 
@@ -435,85 +322,59 @@ def train_run(
     (`boxjax.rl.sharding`); the result's states then live on the mesh (rollout leaves (devices, ...)).
     For MuJoCo Warp, build `env` with `sharding.worlds_per_device(config, devices)` worlds.
     """
-    start = time.perf_counter() if start_time_s is None else start_time_s
+    options = loop.run_options(options, **fields)
+    start = time.perf_counter() if options.start_time_s is None else options.start_time_s
     entered = time.perf_counter()
-    monitor = guard.Guard(max_skipped_updates, stop_on_nan)
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
     devices = sharding.resolve_devices(config.num_devices)
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:
-        states = own_buffers(_initial_state(env, config, env_params, key, resume, init, None))
+        states = own_buffers(_initial_state(env, config, env_params, key, options.resume, options.init, None))
         iteration_fn = make_train_iteration(env, config)
     else:
-        states = _initial_state(env, config, env_params, key, resume, init, dp)
+        states = _initial_state(env, config, env_params, key, options.resume, options.init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
-    train_state, rollout_state = jax.block_until_ready(states)
-    ready = time.perf_counter()
+    run = _FusedRun(iteration_fn, env_params, config.batch_size, *jax.block_until_ready(states))
+    stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
     meta = run_meta(env, config)
-    history: list[dict[str, float]] = []
-    solved_at, stopped_by = None, None
-    done_iterations = saved = int(train_state.iteration)
-    with interrupts.deferred() as stop:
-        while done_iterations < iterations:
-            tick = time.perf_counter()
-            captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
-            train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state, env_params)
-            figures = _to_host(metrics)
-            now = time.perf_counter()
-            figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
-            figures[FUSED_FACTORIZATIONS] = float(graphs.fused_factorizations() - factored_before)
-            done_iterations = int(train_state.iteration)
-            figures.update(
-                iteration=float(done_iterations),
-                s_per_iteration=now - tick,
-                steps_per_s=config.batch_size / (now - tick),
-                env_steps=float(done_iterations * config.batch_size),
-                time_s=now - start,
-            )
-            if not history:
-                figures.update(setup_s=now - start, **setup_phases(start, entered, ready, now))
-            history.append(figures)
-            if progress_fn:
-                progress_fn(figures)
-            error = _report(figures, monitor, stop_on_overflow, config.num_epochs * config.num_minibatches)
-            due = done_iterations % checkpoint_every == 0 or error is not None or bool(stop)
-            if (
-                checkpoint_dir
-                and due
-                and _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
-            ):
-                saved = done_iterations
-            if error is not None:
-                raise error
-            if stop:
-                stopped_by = stop.signal_name
-                written = checkpoint_dir if saved == done_iterations else None
-                print(interrupts.stopped_line(stop, done_iterations, written), flush=True)
-                break
-            if figures["solved"] > 0.5 and solved_at is None:
-                solved_at = figures["time_s"]
-                if stop_when_solved:
-                    break
-            if minutes is not None and now - start > 60.0 * minutes:
-                break
-    if checkpoint_dir and done_iterations > saved:
-        _save(checkpoint_dir, done_iterations, train_state, rollout_state, meta, dp)
-    summary = caps_summary(history)
-    if summary:
-        print(summary, flush=True)
-    return TrainResult(train_state, rollout_state, solved_at, stopped_by), history
+
+    def save(step: int) -> bool:
+        return _save(options.checkpoint_dir, step, run.train_state, run.rollout_state, meta, dp)
+
+    first = int(run.train_state.iteration)
+    steps_per_update = config.num_epochs * config.num_minibatches
+    outcome = loop.drive(run.next_iteration, save, options, first, steps_per_update, stamps)
+    result = TrainResult(run.train_state, run.rollout_state, outcome.solved_at_s, outcome.stopped_by)
+    return result, outcome.history
 
 
-def _report(
-    figures: dict[str, float], monitor: guard.Guard, stop_on_overflow: bool, steps_per_update: int
-) -> Exception | None:
-    """Print the iteration's `OVERFLOW`, `NAN` and `GRAPH CAPTURES` lines; the error to stop with, if any."""
-    overflow = overflow_report(figures)
-    nan_line, error = monitor.check(figures, steps_per_update)
-    for line in (overflow, nan_line, capture_report(figures)):
-        if line:
-            print(line, flush=True)
-    if overflow and stop_on_overflow:
-        return PhysicsOverflowError(overflow)
-    return error
+@dataclasses.dataclass
+class _FusedRun:
+    """The fused path's states and its one-iteration function for `loop.drive`."""
+
+    iteration_fn: Any
+    env_params: Any
+    batch_size: int
+    train_state: TrainState
+    rollout_state: RolloutState
+
+    def next_iteration(self) -> tuple[int, dict[str, float]]:
+        """One jitted iteration; (iterations done, its figures as host floats)."""
+        tick = time.perf_counter()
+        captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
+        self.train_state, self.rollout_state, metrics = self.iteration_fn(
+            self.train_state, self.rollout_state, self.env_params
+        )
+        figures = _to_host(metrics)
+        now = time.perf_counter()
+        figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
+        figures[FUSED_FACTORIZATIONS] = float(graphs.fused_factorizations() - factored_before)
+        done = int(self.train_state.iteration)
+        figures.update(
+            iteration=float(done),
+            s_per_iteration=now - tick,
+            steps_per_s=self.batch_size / (now - tick),
+            env_steps=float(done * self.batch_size),
+        )
+        return done, figures

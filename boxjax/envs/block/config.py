@@ -4,6 +4,7 @@ its params, per-world state and the hand-over between a step's two halves (`env.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 from flax import struct
@@ -266,8 +267,9 @@ class BlockConfig(TaskConfig):
 class BlockParams:
     """Everything a block step reads that is not static (passed in, never closed over)."""
 
-    model: mjx.Model
-    template: mjx.Data
+    model: Any
+    """The physics backend's model (`Backend.put_model`; None on MuJoCo's C engine)."""
+    template: Any
     """One world in the guard: both fighters placed (or the puppet posed), PD targets of the guard."""
     punches: punches.PunchTable
     guard_vision: jax.Array

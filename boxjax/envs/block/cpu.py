@@ -14,14 +14,15 @@ import jax.numpy as jnp
 
 from boxjax.envs.block import ik_cpu
 from boxjax.envs.block.env import BlockConfig, BlockEnv, BlockParams
+from boxjax.physics.backend import Backend
 
 
 class CpuTask(BlockEnv):
     """`BlockEnv` whose resets fit the command's arms on MuJoCo's C engine (`ik_cpu.ArmFit`, through a
     host callback) instead of MJX's kinematics; everything else is `BlockEnv`'s."""
 
-    def __init__(self, config: BlockConfig):
-        super().__init__(config)
+    def __init__(self, config: BlockConfig, backend: Backend | None = None):
+        super().__init__(config, backend)
         self.arm_fit = ik_cpu.ArmFit(self.mj_model, self.arm_ik)
 
     def _fit_arms(self, params: BlockParams, qpos: jax.Array, offset: jax.Array):

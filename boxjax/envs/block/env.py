@@ -95,7 +95,7 @@ from boxjax.envs.block.config import (
 from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher as teacher_lib
 from boxjax.mjcf import puppet, sparring
-from boxjax.physics import mjx as physics
+from boxjax.physics import backend as physics_backend
 
 
 class BlockEnv:
@@ -105,9 +105,7 @@ class BlockEnv:
     """Derived physics fields `after_physics` reads (`boxjax.envs.cpu`): bodies, geoms and sites (vision,
     the punch score, the arm fit's chain)."""
 
-    def __init__(
-        self, config: BlockConfig | None = None, physics_config: physics.PhysicsConfig | None = None
-    ):
+    def __init__(self, config: BlockConfig | None = None, backend: physics_backend.Backend | None = None):
         config = config or BlockConfig()
         self.config = config
         lib = punches.load(config.punch_library or None, body=config.body)
@@ -129,9 +127,7 @@ class BlockEnv:
             self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)
         """(nq,) both fighters in the guard (the puppet: ours only), the bag at rest."""
         slots = config.contact_budget()
-        self.physics = physics_config or physics.PhysicsConfig(
-            contacts_per_world=slots.ncon_per_world, njmax=slots.njmax
-        )
+        self.backend = backend or physics_backend.make("jax", slots.ncon_per_world, slots.njmax)
         self.substeps = int(round(config.control_dt_s / self.mj_model.opt.timestep))
         if not math.isclose(self.substeps * self.mj_model.opt.timestep, config.control_dt_s, rel_tol=1e-6):
             raise ValueError(
@@ -218,7 +214,7 @@ class BlockEnv:
 
     def default_params(self) -> BlockParams:
         """Model, guard template, punch table and IK model on the device; the config's kind weights."""
-        template = physics.make_data(self.mj_model, self.physics)
+        template = self.backend.make_data(self.mj_model)
         ctrl = np.zeros(self.mj_model.nu, np.float32)
         ctrl[self.me.actuator_ids] = self.me.stance_ctrl
         if self.simulated:
@@ -233,7 +229,7 @@ class BlockEnv:
             mocap_quat=jnp.asarray(self.guard_mocap_quat, jnp.float32),
         )
         return BlockParams(
-            model=physics.put_model(self.mj_model, self.physics),
+            model=self.backend.put_model(self.mj_model),
             template=template,
             punches=(
                 punches.ctrl_table(self.library, self.mj_model, self.opponent)
@@ -313,7 +309,7 @@ class BlockEnv:
         """One control step: `before_physics` (the opponent's punch, our action, a shove), the physics,
         `after_physics` (see, score, reward, observe)."""
         data, draws = self.before_physics(params, state, action)
-        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        data = self.backend.step(params.model, data, self.substeps)
         return self.after_physics(params, state, data, action, draws)
 
     def before_physics(self, params: BlockParams, state: State, action: jax.Array):
@@ -337,7 +333,7 @@ class BlockEnv:
         """The step after the physics: guard against NaN, see, score the punch, reward, observe.
 
         `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
-        with the fields the task reads and a `replace` (`boxjax.envs.cpu.PhysicsView`); `state`
+        with the fields the task reads and a `replace` (`boxjax.physics.cpu.PhysicsView`); `state`
         and `action` are `before_physics`' arguments. Pure and per world, like `step`.
 
         Returns:
@@ -346,7 +342,7 @@ class BlockEnv:
         info, cfg, table = state.info, self.config, params.punches
         face = (info.kind == FACE).astype(jnp.float32)
         punch, frame, shoved, key = draws.punch, draws.frame, draws.shoved, draws.key
-        finite = physics.is_finite(data)
+        finite = self.backend.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
@@ -395,7 +391,7 @@ class BlockEnv:
             opponent_anchor=anchor,
         )  # fmt: skip
         metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
-        metrics.update(physics.figures(data))
+        metrics.update(self.backend.figures(data))
         metrics.update(events)
         metrics.update(task_events)
         metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
@@ -710,10 +706,9 @@ class BlockEnv:
         )
         return terms, fell.astype(jnp.float32)
 
-    @staticmethod
-    def metric_names() -> tuple[str, ...]:
+    def metric_names(self) -> tuple[str, ...]:
         """Names of the per-step metrics every step returns (`State.metrics` keys), sorted."""
-        names = [f"reward/{k}" for k in REWARD_TERMS] + list(physics.FIGURE_NAMES)
+        names = [f"reward/{k}" for k in REWARD_TERMS] + list(self.backend.figure_names)
         names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
         return tuple(sorted(names))
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 from flax import struct
-from mujoco import mjx
 
 from boxjax import mjcf
 from boxjax.envs.base import EpisodeSummary, State, TaskConfig
 from boxjax.envs.stance import shared as stance_math
-from boxjax.physics import mjx as physics
+from boxjax.physics import backend as physics_backend
 from boxjax.ranges import COSINE, COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range
 
 WEIGHTS = (
@@ -98,8 +98,10 @@ class StanceConfig(TaskConfig):
 class StanceParams:
     """Everything a stance step reads that is not static (passed in, never closed over)."""
 
-    model: mjx.Model
-    template: mjx.Data
+    model: Any
+    """The physics backend's model (`Backend.put_model`; None on MuJoCo's C engine)."""
+    template: Any
+    """The backend's one-world state template (`Backend.make_data`)."""
     tables: jax.Array
     """(rhythm_steps, 2 * nu + 2): stand pose | stance pose with rhythm | stand height | stance height."""
     amplitude: jax.Array
@@ -262,16 +264,12 @@ class StanceEnv:
     cpu_derived: tuple[str, ...] = ()
     """Derived physics fields `after_physics` reads besides the sensors (`boxjax.envs.cpu`): none."""
 
-    def __init__(
-        self, config: StanceConfig = StanceConfig(), physics_config: physics.PhysicsConfig | None = None
-    ):
+    def __init__(self, config: StanceConfig = StanceConfig(), backend: physics_backend.Backend | None = None):
         self.config = config
         self.mj_model, arena = mjcf.build(config.body)
         self.index = arena.red
         budget = config.contact_budget()
-        self.physics = physics_config or physics.PhysicsConfig(
-            contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
-        )
+        self.backend = backend or physics_backend.make("jax", budget.ncon_per_world, budget.njmax)
         self.substeps = control_substeps(self.mj_model, config)
         self.rhythm_steps = rhythm_steps(config)
         self.shove_steps = shove_steps(config)
@@ -288,8 +286,8 @@ class StanceEnv:
     def default_params(self) -> StanceParams:
         """Model, data template and reference tables on the device; amplitude 0."""
         return StanceParams(
-            model=physics.put_model(self.mj_model, self.physics),
-            template=physics.make_data(self.mj_model, self.physics),
+            model=self.backend.put_model(self.mj_model),
+            template=self.backend.make_data(self.mj_model),
             tables=jnp.asarray(reference_tables(self.index, self.config)),
             amplitude=jnp.zeros((), jnp.float32),
         )
@@ -341,7 +339,7 @@ class StanceEnv:
         """One control step: `before_physics` (the action around the reference, maybe a shove), the
         physics, `after_physics` (score, observe)."""
         data, draws = self.before_physics(params, state, action)
-        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        data = self.backend.step(params.model, data, self.substeps)
         return self.after_physics(params, state, data, action, draws)
 
     def before_physics(self, params: StanceParams, state: State, action: jax.Array):
@@ -370,13 +368,13 @@ class StanceEnv:
         """The step after the physics: guard against NaN, score, observe.
 
         `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
-        with the fields the task reads and a `replace` (`boxjax.envs.cpu.PhysicsView`); `state` and
+        with the fields the task reads and a `replace` (`boxjax.physics.cpu.PhysicsView`); `state` and
         `action` are `before_physics`' arguments. Pure and per world, like `step`.
         """
         info, cfg, lay = state.info, self.config, self.layout
         phase, shove, amp = draws.phase, draws.shove, params.amplitude
         ref_pose, ref_height = stance_math.reference(params.tables[phase], amp, self.nu)
-        finite = physics.is_finite(data)
+        finite = self.backend.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
@@ -397,7 +395,7 @@ class StanceEnv:
             data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
         )
         metrics = {f"reward/{k}": v for k, v in terms.items()}
-        metrics.update(physics.figures(data))
+        metrics.update(self.backend.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
         metrics.update(solve_counts(fell, timeout * finite, info.began_full))
         return State(
@@ -430,7 +428,7 @@ class StanceEnv:
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         metrics = {f"reward/{k}": jnp.zeros((), jnp.float32) for k in stance_math.TERMS}
-        metrics.update({k: jnp.zeros((), jnp.float32) for k in physics.FIGURE_NAMES})
+        metrics.update({k: jnp.zeros((), jnp.float32) for k in self.backend.figure_names})
         metrics.update(fall=jnp.zeros(()), shove=jnp.zeros(()), nan=jnp.zeros(()))
         metrics.update({SOLVE_EPISODES: jnp.zeros(()), SOLVE_FALLS: jnp.zeros(())})
         return {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}

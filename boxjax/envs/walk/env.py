@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +31,7 @@ from boxjax import mjcf
 from boxjax.envs import frames, rewards
 from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import poses
-from boxjax.physics import mjx as physics
+from boxjax.physics import backend as physics_backend
 from boxjax.ranges import COSINE, NON_NEGATIVE, POSITIVE, UNIT, Range
 
 TERMS = ("track_lin", "track_yaw", "alive", "upright", "height", "guard", "action_rate")
@@ -117,8 +118,9 @@ class WalkConfig(TaskConfig):
 class WalkParams:
     """Everything a walk step reads that is not static (passed in, never closed over)."""
 
-    model: mjx.Model
-    template: mjx.Data
+    model: Any
+    """The physics backend's model (`Backend.put_model`; None on MuJoCo's C engine)."""
+    template: Any
     """One world in the guard, PD targets of the guard."""
 
 
@@ -248,16 +250,12 @@ class WalkEnv:
     cpu_derived: tuple[str, ...] = ()
     """Derived physics fields `after_physics` reads besides the sensors (`boxjax.envs.cpu`): none."""
 
-    def __init__(
-        self, config: WalkConfig = WalkConfig(), physics_config: physics.PhysicsConfig | None = None
-    ):
+    def __init__(self, config: WalkConfig = WalkConfig(), backend: physics_backend.Backend | None = None):
         self.config = config
         self.mj_model, arena = mjcf.build(config.body)
         self.index = arena.red
         budget = config.contact_budget()
-        self.physics = physics_config or physics.PhysicsConfig(
-            contacts_per_world=budget.ncon_per_world, njmax=budget.njmax
-        )
+        self.backend = backend or physics_backend.make("jax", budget.ncon_per_world, budget.njmax)
         self.substeps = control_substeps(self.mj_model, config.control_dt_s)
         self.shove_steps = tuple(max(1, int(round(s / config.control_dt_s))) for s in config.shove_interval_s)
         self.nu = int(self.index.act_qpos_adr.shape[0])
@@ -275,13 +273,13 @@ class WalkEnv:
 
     def default_params(self) -> WalkParams:
         """Model and the guard template on the device."""
-        template = physics.make_data(self.mj_model, self.physics)
+        template = self.backend.make_data(self.mj_model)
         qpos = np.asarray(template.qpos, np.float32).copy()
         qpos[self.index.qpos_adr : self.index.qpos_adr + self.index.nq] = self.index.stance_qpos
         ctrl = np.zeros(self.mj_model.nu, np.float32)
         ctrl[self.index.actuator_ids] = self.index.stance_ctrl
         return WalkParams(
-            model=physics.put_model(self.mj_model, self.physics),
+            model=self.backend.put_model(self.mj_model),
             template=template.replace(qpos=jnp.asarray(qpos), ctrl=jnp.asarray(ctrl)),
         )
 
@@ -316,7 +314,7 @@ class WalkEnv:
         """One control step: `before_physics` (the action around the guard, maybe a shove), the physics,
         `after_physics` (score the tracking, observe)."""
         data, draws = self.before_physics(params, state, action)
-        data = physics.step(params.model, data, self.substeps, self.physics.substeps_in_one_call)
+        data = self.backend.step(params.model, data, self.substeps)
         return self.after_physics(params, state, data, action, draws)
 
     def before_physics(self, params: WalkParams, state: State, action: jax.Array):
@@ -339,10 +337,10 @@ class WalkEnv:
     def after_physics(self, params: WalkParams, state: State, data, action: jax.Array, draws: WalkDraws):
         """The step after the physics: guard against NaN, score the tracking, observe. `data` is the
         physics state stepped from `before_physics`' output (an `mjx.Data` or a
-        `boxjax.envs.cpu.PhysicsView`). Pure and per world, like `step`."""
+        `boxjax.physics.cpu.PhysicsView`). Pure and per world, like `step`."""
         info, cfg, idx = state.info, self.config, self.index
         shove = draws.shove
-        finite = physics.is_finite(data)
+        finite = self.backend.is_finite(data)
         data = data.replace(
             qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
         )
@@ -358,7 +356,7 @@ class WalkEnv:
         info = info.replace(step=step, next_shove=next_shove, prev_action=action, key=draws.key)
         metrics = {f"reward/{k}": terms[k] for k in TERMS}
         metrics.update(figures)
-        metrics.update(physics.figures(data))
+        metrics.update(self.backend.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
         return State(
             data=data,
@@ -409,5 +407,5 @@ class WalkEnv:
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
         names = [f"reward/{k}" for k in TERMS] + ["walk/lin_error", "walk/yaw_error", "walk/speed"]
-        names += list(physics.FIGURE_NAMES) + ["fall", "shove", "nan"]
+        names += list(self.backend.figure_names) + ["fall", "shove", "nan"]
         return {k: jnp.zeros((), jnp.float32) for k in names}

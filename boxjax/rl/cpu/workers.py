@@ -37,18 +37,19 @@ import numpy as np
 from boxjax.envs import base
 from boxjax.envs.base import NONFINITE_METRIC
 from boxjax.models import checkpoint
-from boxjax.rl import guard, interrupts
+from boxjax.rl import loop
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu.buffers import Buffers, EnvSizes, LearnerState
 from boxjax.rl.cpu.collector import Collected, CollectorSpec, EnvFactory
 from boxjax.rl.cpu.learner import DTYPES, LearnerSpec, LearnTimes
 from boxjax.rl.cpu.teams import ProcessTeam, SerialTeam, WorkerError
+from boxjax.rl.loop import RunOptions
 from boxjax.rl.losses import LossTerms
-from boxjax.rl.ppo import ProgressFn, run_meta, setup_phases
+from boxjax.rl.ppo import run_meta
 from boxjax.rl.rollout import NONFINITE_WORLDS
 from boxjax.rl.train_step import TrainState, init_train_state, iteration_metrics
 
-__all__ = ["Layout", "RunResult", "WorkerError", "WorkersConfig", "plan_layout", "train"]
+__all__ = ["Layout", "RunOptions", "RunResult", "WorkerError", "WorkersConfig", "plan_layout", "train"]
 
 MODES = ("auto", "serial", "decoupled")
 
@@ -299,21 +300,13 @@ def train(
     config: PPOConfig,
     workers: WorkersConfig,
     key: jax.Array,
+    options: RunOptions | None = None,
     *,
-    iterations: int = 100,
-    minutes: float | None = None,
-    progress_fn: ProgressFn | None = None,
-    checkpoint_dir: str | None = None,
-    checkpoint_every: int = 50,
-    resume: str | None = None,
-    init: str | None = None,
-    stop_when_solved: bool = False,
-    stop_on_nan: bool = False,
-    max_skipped_updates: int = 5,
-    start_time_s: float | None = None,
     log_fn: Any = print,
+    **fields: Any,
 ) -> tuple[RunResult, list[dict[str, float]]]:
-    """Train a CPU environment with PPO (see the module docstring); arguments as `boxjax.rl.ppo.train`.
+    """Train a CPU environment with PPO (see the module docstring) through the shared host loop
+    (`boxjax.rl.loop`); `options` and `fields` as for `boxjax.rl.ppo.train`.
 
     Args:
       env_factory: (num_worlds, num_threads, seed) -> environment (`boxjax.envs.cpu.CpuEnv`);
@@ -326,7 +319,8 @@ def train(
     Returns:
       the final state and the list of per-iteration figures (`profile/*` among them).
     """
-    start = time.perf_counter() if start_time_s is None else start_time_s
+    options = loop.run_options(options, **fields)
+    start = time.perf_counter() if options.start_time_s is None else options.start_time_s
     if config.num_envs % workers.collectors:
         raise ValueError(f"num_envs {config.num_envs} must be a multiple of collectors {workers.collectors}")
     cores = _cores()
@@ -343,14 +337,14 @@ def train(
     train_key, collect_key = jax.random.split(key)
     seed = int(jax.random.randint(collect_key, (), 0, 2**31 - 1))
     meta = run_meta(env, config)
-    state = _initial_state(env, config, train_key, meta, resume, init)
-    done = _Completed(int(state.iteration), state.curriculum, state.key)
-    saved, history, solved_at, stopped_by = done.iteration, [], None, None
+    state = _initial_state(env, config, train_key, meta, options.resume, options.init)
+    run = _WorkersRun(done=_Completed(int(state.iteration), state.curriculum, state.key))
+    run.saved = run.done.iteration
     log_fn(f"cpu path: {layout.describe()}; {config.num_envs // workers.collectors} worlds per collector")
     buffers = Buffers.create(sizes, config)
     team = None
     try:
-        buffers.publish(done.iteration, LearnerState.of(state))
+        buffers.publish(run.done.iteration, LearnerState.of(state))
         collectors, learners = _specs(env_factory, config, workers, layout, sizes, buffers, seed)
         team = (
             SerialTeam(collectors, learners[0])
@@ -359,43 +353,25 @@ def train(
                 collectors, layout.collector_cores, learners, layout.learner_cores, workers.worker_timeout_s
             )
         )
-        lag, first, ready = int(layout.mode == "decoupled"), done, time.perf_counter()
-        monitor = guard.Guard(max_skipped_updates, stop_on_nan)
-        with interrupts.deferred() as stop:
-            for done, figures in _iterations(team, env, config, first, iterations, lag, len(cores)):
-                now = time.perf_counter()
-                figures["time_s"] = now - start
-                if not history:
-                    figures.update(setup_s=figures["time_s"], **setup_phases(start, entered, ready, now))
-                history.append(figures)
-                if progress_fn:
-                    progress_fn(figures)
-                line, error = monitor.check(figures, config.num_epochs * config.num_minibatches)
-                if line:
-                    print(line, flush=True)
-                due = done.iteration % checkpoint_every == 0 or error is not None or bool(stop)
-                if checkpoint_dir and due:
-                    _save(checkpoint_dir, buffers, done, meta)
-                    saved = done.iteration
-                if error is not None:
-                    raise error
-                if stop:
-                    stopped_by = stop.signal_name
-                    print(interrupts.stopped_line(stop, done.iteration, checkpoint_dir), flush=True)
-                    break
-                if figures["solved"] > 0.5 and solved_at is None:
-                    solved_at = figures["time_s"]
-                    if stop_when_solved:
-                        break
-                if minutes is not None and figures["time_s"] > 60.0 * minutes:
-                    break
+        lag = int(layout.mode == "decoupled")
+        run.pipeline = _iterations(team, env, config, run.done, options.iterations, lag, len(cores))
+        stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
+
+        def save(step: int) -> bool:
+            _save(options.checkpoint_dir, buffers, run.done, meta)
+            run.saved = step
+            return True
+
+        steps_per_update = config.num_epochs * config.num_minibatches
+        outcome = loop.drive(run.next_iteration, save, options, run.done.iteration, steps_per_update, stamps)
     finally:  # on any exit, Ctrl-C and dead workers included: keep the last completed iteration
-        if checkpoint_dir and done.iteration > saved:
-            _save(checkpoint_dir, buffers, done, meta)
-        final = buffers.state[done.iteration % len(buffers.state)].read()
+        if options.checkpoint_dir and run.done.iteration > run.saved:
+            _save(options.checkpoint_dir, buffers, run.done, meta)
+        final = buffers.state[run.done.iteration % len(buffers.state)].read()
         if team is not None:
             team.close()
         buffers.close()
+    done = run.done
     train_state = TrainState(
         params=final.params,
         opt_state=final.opt_state,
@@ -404,7 +380,23 @@ def train(
         iteration=jnp.int32(done.iteration),
         key=done.key,
     )
-    return RunResult(train_state, solved_at, stopped_by), history
+    return RunResult(train_state, outcome.solved_at_s, outcome.stopped_by), outcome.history
+
+
+@dataclasses.dataclass
+class _WorkersRun:
+    """The CPU path's pipeline and its last completed iteration, for `loop.drive`."""
+
+    done: _Completed
+    saved: int = 0
+    """The newest iteration checkpointed."""
+    pipeline: Any = None
+    """`_iterations`' generator."""
+
+    def next_iteration(self) -> tuple[int, dict[str, float]]:
+        """The pipeline's next completed iteration: (iterations done, its figures)."""
+        self.done, figures = next(self.pipeline)
+        return self.done.iteration, figures
 
 
 def _figures(
