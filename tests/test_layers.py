@@ -94,3 +94,21 @@ def test_every_registered_task_has_its_config_and_env(name):
 def test_unknown_task_is_named():
     with pytest.raises(ValueError, match="unknown task 'box'; valid: stance, block, walk, reach"):
         envs.make("box")
+
+
+def test_one_place_lists_what_each_body_needs_and_names_what_is_missing(monkeypatch, tmp_path):
+    from boxjax import mjcf
+    from boxjax.envs import bodies
+    from boxjax.envs.walk import teacher
+
+    for body in mjcf.BODIES:
+        n = bodies.needs(body)
+        assert n.missing() == [], f"{body}: {n.missing()}"
+        assert n.block.ncon_per_world > n.alone.ncon_per_world and n.block.njmax > n.alone.njmax
+    monkeypatch.setattr(teacher, "SHIPPED_DIR", str(tmp_path))
+    assert bodies.needs("simple").missing() == [
+        "no shipped walking teacher (block --teacher auto distils none)"
+    ]
+    with pytest.raises(ValueError, match="unknown body 'giant'"):
+        bodies.needs("giant")
+    assert "| muscular |" in bodies.table()

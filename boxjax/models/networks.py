@@ -14,8 +14,8 @@ _LOG_2PI = math.log(2.0 * math.pi)  # plain Python: importing must not start a J
 OBS_STD_FLOOR = 0.1
 """Smallest standard deviation the normaliser divides by. A feature that was constant for hundreds of
 iterations (a curriculum amplitude, a reference pose at level 0) would otherwise jump by thousands of
-standard deviations when the curriculum first moves it, and the policy collapses (seen on the H200: every
-world fell within 22 steps of the first rise)."""
+standard deviations when the curriculum first moves it, and the policy collapses (every world fell within
+a few steps of the first rise)."""
 
 
 class MLP(nn.Module):

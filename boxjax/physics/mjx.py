@@ -61,8 +61,7 @@ class PhysicsConfig:
     substeps_in_one_call: bool = False
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
-    by default: in MJX's default graph mode it did not pay (H200, block muscular 2,048 x 16: 0.332 s per
-    iteration against 0.336 s measured in another session)."""
+    by default: in MJX's default graph mode it did not pay (docs/history.md)."""
 
     def __post_init__(self) -> None:
         """Reject unknown implementations and graph modes and non-positive sizes."""
@@ -144,7 +143,7 @@ def step(model: mjx.Model, data: mjx.Data, substeps: int, one_call: bool = False
     them in one FFI call (`PhysicsConfig.substeps_in_one_call`).
 
     Traced at full float32 matmul precision: on Hopper GPUs JAX's default lets XLA use TF32, which
-    moved the ``impl="jax"`` physics 3x past the MuJoCo C parity tolerance (measured on an H200).
+    moved the ``impl="jax"`` physics past the MuJoCo C parity tolerance.
     """
     with jax.default_matmul_precision("highest"):
         if one_call and model.impl == mjx.Impl.WARP:

@@ -1,13 +1,11 @@
 """Every physics substep of a control step in one MuJoCo Warp call, not one call per substep.
 
 MJX runs MuJoCo Warp's step as one XLA FFI call per physics step, and each call costs host time (Python
-handling a few hundred buffer addresses, then a CUDA graph launch; 4.9 ms per call in the staged graph
-mode "warp_staged_ex" on an H200). `step` makes one FFI call whose Warp function runs MuJoCo Warp's step
-`substeps` times in a row: Warp captures one CUDA graph of all of them. The data stays in Warp's buffers
-between substeps, exactly as MJX hands it from one call to the next, so the result is the same as
-`substeps` calls (tested against them). In MJX's default graph mode it did not pay (blocking iteration,
-2,048 x 16: 0.332 s against 0.336 s measured in another session), so
-`PhysicsConfig.substeps_in_one_call` is off by default.
+handling a few hundred buffer addresses, then a CUDA graph launch). `step` makes one FFI call whose Warp
+function runs MuJoCo Warp's step `substeps` times in a row: Warp captures one CUDA graph of all of them. The
+data stays in Warp's buffers between substeps, exactly as MJX hands it from one call to the next, so the
+result is the same as `substeps` calls (tested against them). In MJX's default graph mode it did not pay
+(docs/history.md), so `PhysicsConfig.substeps_in_one_call` is off by default.
 
 It reuses MJX's own marshalling (`mujoco.mjx.warp.forward`): a copy of MJX's step shim whose global
 `mjwarp` is a stand-in that steps `substeps` times, and a copy of MJX's JAX-side step that calls it.

@@ -1,8 +1,7 @@
 """Compile MuJoCo Warp's kernel modules in parallel before the first step captures them.
 
 On a cold start Warp compiles each module the step launches one after another, inside the first CUDA-graph
-capture: on the H200 ~72 s of the muscular-fast stance's 104.6 s cold set-up (its first iteration took 84.1 s
-with both caches cold, 11.7 s with Warp's warm and XLA's cold). The modules that MuJoCo
+capture, most of a cold set-up (figures in docs/history.md). The modules that MuJoCo
 Warp defines at module level are known before the first step, so they can be compiled side by side on a
 thread pool first (from the cache this only loads them, as the first step would). Kernels MuJoCo Warp builds
 per model (its cached factories) still compile one by one inside the capture. `BOXJAX_WARP_PRELOAD=0` turns
