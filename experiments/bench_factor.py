@@ -49,9 +49,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def build(body: str):
     """The MjModel of `body` ("synthetic" or a boxjax body) and its per-world contact budget."""
     if body == "synthetic":
-        from boxjax.physics import _synthetic
+        from boxjax.physics import synthetic
 
-        return _synthetic.tree_model(floor=True), (64, 256)
+        return synthetic.tree_model(floor=True), (64, 256)
     from boxjax import mjcf
 
     budget = mjcf.CONTACT_BUDGET[body]
@@ -62,13 +62,13 @@ def _samples(mj_model, worlds: int, distinct: int = 32):
     """(M (worlds, nC), y (worlds, nv)) float32: `distinct` random configurations tiled over the worlds."""
     import mujoco
 
-    from boxjax.physics import _synthetic
+    from boxjax.physics import synthetic
 
     key = np.random.default_rng(0)
     data = mujoco.MjData(mj_model)
     Ms = []
     for _ in range(distinct):
-        data.qpos[:] = _synthetic.random_qpos(mj_model, key)
+        data.qpos[:] = synthetic.random_qpos(mj_model, key)
         mujoco.mj_forward(mj_model, data)
         Ms.append(data.M.copy())
     M = np.resize(np.array(Ms, np.float32), (worlds, mj_model.nC))

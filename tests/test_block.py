@@ -969,7 +969,7 @@ def test_stance_model_maps_onto_the_block_observation():
     guard = jnp.asarray(e.me.stance_ctrl)
     stance_obs = stance_math.observe(
         qpos[: stance.mj_model.nq], qvel[: stance.mj_model.nv], touch, guard, ref_height, 1.0, jnp.int32(0),
-        action, lay, jnp,
+        action, lay,
     )  # fmt: skip
     clock = transfer.stance_slices(e.nu, e.action_size)["clock"].start
     stance_obs = stance_obs.at[clock : clock + 2].set(stats.mean[clock : clock + 2])

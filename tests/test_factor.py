@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from boxjax.physics import _synthetic, factor, factor_patch
+from boxjax.physics import factor, factor_patch, synthetic
 from boxjax.physics.mjx import quiet
 
 RTOL = 1e-5
@@ -46,7 +46,7 @@ def _rel(a, b) -> float:
 def _model(body: str) -> mujoco.MjModel:
     """The synthetic tree, or a boxjax body (skipped while `boxjax.mjcf` cannot build it)."""
     if body == "synthetic":
-        return _synthetic.tree_model()
+        return synthetic.tree_model()
     try:
         from boxjax import mjcf
 
@@ -61,7 +61,7 @@ def _samples(mj_model: mujoco.MjModel, n: int, seed: int = 0):
     data = mujoco.MjData(mj_model)
     out = {name: [] for name in ("M", "y", "qLD", "qLDiagInv", "x")}
     for _ in range(n):
-        data.qpos[:] = _synthetic.random_qpos(mj_model, key)
+        data.qpos[:] = synthetic.random_qpos(mj_model, key)
         mujoco.mj_forward(mj_model, data)
         mujoco.mj_factorM(mj_model, data)
         y = key.normal(size=(1, mj_model.nv))
@@ -115,7 +115,7 @@ def _check(got, s, stock=None):
 
 
 def test_needs_fused_factor():
-    assert factor_patch.needs_fused_factor(_synthetic.tree_model())
+    assert factor_patch.needs_fused_factor(synthetic.tree_model())
     small = mujoco.MjModel.from_xml_string(
         "<mujoco><worldbody><body><freejoint/><geom size='.1'/><body><joint/><geom size='.1'/></body>"
         "</body></worldbody></mujoco>"
@@ -253,8 +253,8 @@ def _mixed_model(name: str) -> mujoco.MjModel:
     scalar Cholesky) and a pendulum (1 DoF, compact); "legs" fixes the root (trees of 69, 7 and 7 DoF: the
     legs take tile Cholesky)."""
     if name == "legs":
-        return _synthetic.tree_model(free=False)
-    spec = _synthetic.tree_spec()
+        return synthetic.tree_model(free=False)
+    spec = synthetic.tree_spec()
     bag = spec.worldbody.add_body(name="bag", pos=[2, 0, 1])
     bag.add_joint(type=mujoco.mjtJoint.mjJNT_BALL, damping=2.0, armature=0.1)
     bag.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.15, 0.4, 0], pos=[0, 0, -0.5])
@@ -474,7 +474,7 @@ def test_episode_on_cpu_synthetic():
         fused = episode("synthetic", "fused", 100, 2)
     finally:
         factor_patch.install(False)
-    model = _synthetic.tree_model()
+    model = synthetic.tree_model()
     err = np.abs(_joint_angles(model, fused) - _joint_angles(model, stock)).max()
     print(f"cpu episode: max joint-angle difference {err:.3g} rad")
     assert np.all(np.isfinite(fused)) and err <= EPISODE_TOL

@@ -297,7 +297,7 @@ class StanceEnv:
         key, k_noise, k_phase, k_shove = jax.random.split(key, 4)
         amp, noise = params.amplitude, self.config.init_noise_rad
         noise = jax.random.uniform(k_noise, (self.nu,), jnp.float32, -noise, noise)
-        root, joints = stance_math.initial_pose(self.index, amp, noise, jnp)
+        root, joints = stance_math.initial_pose(self.index, amp, noise)
         root_q = self.layout.root_q
         qpos = params.template.qpos.at[root_q : root_q + 7].set(root)
         qpos = qpos.at[self.layout.act_qpos_adr].set(joints)
@@ -322,7 +322,6 @@ class StanceEnv:
             info.phase,
             info.prev_action,
             self.layout,
-            jnp,
         )
         zero = jnp.zeros((), jnp.float32)
         return State(
@@ -352,12 +351,12 @@ class StanceEnv:
         info, cfg, lay = state.info, self.config, self.layout
         phase = (info.phase + 1) % self.rhythm_steps
         ref_pose, _ = stance_math.reference(params.tables[phase], params.amplitude, self.nu)
-        ctrl = stance_math.joint_targets(ref_pose, action, lay, cfg.action_scale_rad, jnp)
+        ctrl = stance_math.joint_targets(ref_pose, action, lay, cfg.action_scale_rad)
         key, k_dir, k_speed, k_next = jax.random.split(info.key, 4)
         shove = info.step == info.next_shove
         angle = jax.random.uniform(k_dir, (), jnp.float32, 0.0, 2.0 * jnp.pi)
         speed = jax.random.uniform(k_speed, (), jnp.float32, *cfg.shove_speed_mps)
-        kick = stance_math.shove_velocity(angle, speed, jnp) * shove
+        kick = stance_math.shove_velocity(angle, speed) * shove
         qvel = state.data.qvel.at[lay.root_v : lay.root_v + 2].add(kick)
         draws = StanceDraws(phase=phase, shove=shove, key=key, next_key=k_next)
         return state.data.replace(ctrl=ctrl, qvel=qvel), draws
@@ -380,7 +379,7 @@ class StanceEnv:
         )
         touch = data.sensordata[lay.touch_adr]
         terms, fell = stance_math.score(
-            data.qpos, data.qvel, touch, ref_pose, ref_height, action, info.prev_action, lay, cfg, jnp
+            data.qpos, data.qvel, touch, ref_pose, ref_height, action, info.prev_action, lay, cfg
         )
         nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
         fell = fell * finite
@@ -391,9 +390,7 @@ class StanceEnv:
             shove, step + jax.random.randint(draws.next_key, (), *self.shove_steps), info.next_shove
         )
         info = info.replace(step=step, phase=phase, next_shove=next_shove, prev_action=action, key=draws.key)
-        obs = stance_math.observe(
-            data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay, jnp
-        )
+        obs = stance_math.observe(data.qpos, data.qvel, touch, ref_pose, ref_height, amp, phase, action, lay)
         metrics = {f"reward/{k}": v for k, v in terms.items()}
         metrics.update(self.backend.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)

@@ -1,9 +1,9 @@
-"""The stance task's math, written once over an array namespace `xp` (`jax.numpy` or `numpy`).
+"""The stance task's math: observation, reward, reference, controls, shove and reset pose.
 
-Every function takes arrays with any leading batch axes (`...`): the JAX environment calls them for one
-world under `vmap`, the CPU environment once for all of its worlds. Inputs are float32 and constants are
-Python floats, so nothing is promoted to float64. Random draws stay with each caller (JAX keys, numpy
-generators); what is done with a draw is here.
+Every function takes arrays with any leading batch axes (`...`): the environment calls them for one world
+under `vmap`. Inputs are float32 and constants are Python floats, so nothing is promoted to float64. Random
+draws stay with the caller; what is done with a draw is here. Geometry and reward terms are the tasks'
+shared ones (`boxjax.envs.rewards`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from boxjax.envs.rewards import (
+    action_rate,
+    feet_support,
+    gravity_in_frame,
+    height_tracking,
+    pose_tracking,
+    quat_rotate_inverse,
+    root_velocity,
+    upright,
+)
 from boxjax.mjcf import FighterIndex
 
 TERMS = ("alive", "pose", "height", "upright", "feet", "action_rate", "root_speed")
@@ -67,53 +78,6 @@ class Layout:
         )
 
 
-# -- geometry ---------------------------------------------------------------------------------------
-def quat_rotate_inverse(quat: Any, vec: Any, xp: Any) -> Any:
-    """World vectors `vec` (..., 3) in the frames of unit quaternions `quat` (..., 4) (w, x, y, z)."""
-    w, q = quat[..., :1], quat[..., 1:4]
-    t = 2.0 * xp.cross(q, vec)
-    return vec - w * t + xp.cross(q, t)
-
-
-def gravity_in_frame(quat: Any, xp: Any) -> Any:
-    """Unit gravity direction (..., 3) seen from bodies with orientations `quat`: (0, 0, -1) when upright."""
-    down = xp.asarray([0.0, 0.0, -1.0], dtype=quat.dtype)
-    return quat_rotate_inverse(quat, down, xp)
-
-
-# -- reward terms (each one tiny and named) ---------------------------------------------------------
-def pose_tracking(joint_pos: Any, ref_pos: Any, scale_rad2: float, xp: Any) -> Any:
-    """exp(-sum of squared joint errors / scale): 1 on the reference pose. (..., nu) -> (...)."""
-    return xp.exp(-xp.sum(xp.square(joint_pos - ref_pos), axis=-1) / scale_rad2)
-
-
-def height_tracking(height_m: Any, ref_height_m: Any, scale_m2: float, xp: Any) -> Any:
-    """exp(-(h - h_ref)^2 / scale) for the root height. (...) -> (...)."""
-    return xp.exp(-xp.square(height_m - ref_height_m) / scale_m2)
-
-
-def upright(gravity_local: Any) -> Any:
-    """Cosine between the body's up axis and world up, in [-1, 1] (1 when upright). (..., 3) -> (...)."""
-    return -gravity_local[..., 2]
-
-
-def feet_support(touch_n: Any, body_weight_n: float, xp: Any) -> Any:
-    """Share of the body weight on the feet, each foot capped at its half: 1 on two loaded feet.
-    (..., 2) -> (...)."""
-    share = xp.clip(touch_n / (0.5 * body_weight_n), 0.0, 1.0)
-    return xp.mean(share, axis=-1)
-
-
-def action_rate(action: Any, prev_action: Any, xp: Any) -> Any:
-    """Mean squared change of the action since the last step (a penalty, >= 0). (..., A) -> (...)."""
-    return xp.mean(xp.square(action - prev_action), axis=-1)
-
-
-def root_velocity(root_vel: Any, xp: Any) -> Any:
-    """Squared horizontal root speed in m^2/s^2 (a penalty, >= 0). (..., 3) -> (...)."""
-    return xp.sum(xp.square(root_vel[..., :2]), axis=-1)
-
-
 # -- the task -----------------------------------------------------------------------------------------
 def reference(row: Any, amplitude: Any, nu: int) -> tuple[Any, Any]:
     """Reference joint targets (..., nu) and root height (...) from table rows (..., 2 nu + 2)."""
@@ -122,26 +86,26 @@ def reference(row: Any, amplitude: Any, nu: int) -> tuple[Any, Any]:
     return stand + amplitude * (stance - stand), height
 
 
-def joint_targets(ref_pose: Any, action: Any, layout: Layout, action_scale_rad: float, xp: Any) -> Any:
+def joint_targets(ref_pose: Any, action: Any, layout: Layout, action_scale_rad: float) -> Any:
     """Actuator targets (..., nu): the reference plus the scaled action, clipped to the control range."""
     per_actuator = action[..., layout.action_group]
-    return xp.clip(ref_pose + action_scale_rad * per_actuator, layout.ctrl_lo, layout.ctrl_hi)
+    return jnp.clip(ref_pose + action_scale_rad * per_actuator, layout.ctrl_lo, layout.ctrl_hi)
 
 
-def shove_velocity(angle_rad: Any, speed_mps: Any, xp: Any) -> Any:
+def shove_velocity(angle_rad: Any, speed_mps: Any) -> Any:
     """Horizontal root-velocity kick (..., 2) of a shove with direction `angle_rad` and `speed_mps` (...)."""
-    return speed_mps[..., None] * xp.stack([xp.cos(angle_rad), xp.sin(angle_rad)], axis=-1)
+    return speed_mps[..., None] * jnp.stack([jnp.cos(angle_rad), jnp.sin(angle_rad)], axis=-1)
 
 
-def initial_pose(index: FighterIndex, amplitude: Any, noise_rad: Any, xp: Any) -> tuple[Any, Any]:
+def initial_pose(index: FighterIndex, amplitude: Any, noise_rad: Any) -> tuple[Any, Any]:
     """Root qpos (..., 7) and joint angles (..., nu) of a reset at `amplitude`, plus joint noise (..., nu)."""
-    stand, stance = xp.asarray(index.stand_ctrl), xp.asarray(index.stance_ctrl - index.stand_ctrl)
+    stand, stance = jnp.asarray(index.stand_ctrl), jnp.asarray(index.stance_ctrl - index.stand_ctrl)
     joints = stand + amplitude * stance + noise_rad
-    root = xp.asarray(index.stand_qpos[:7]) + amplitude * xp.asarray(
+    root = jnp.asarray(index.stand_qpos[:7]) + amplitude * jnp.asarray(
         index.stance_qpos[:7] - index.stand_qpos[:7]
     )
-    quat = root[..., 3:7] / xp.linalg.norm(root[..., 3:7], axis=-1, keepdims=True)
-    return xp.concatenate([root[..., :3], quat], axis=-1), joints
+    quat = root[..., 3:7] / jnp.linalg.norm(root[..., 3:7], axis=-1, keepdims=True)
+    return jnp.concatenate([root[..., :3], quat], axis=-1), joints
 
 
 def observe(
@@ -154,7 +118,6 @@ def observe(
     phase: Any,
     prev_action: Any,
     layout: Layout,
-    xp: Any,
 ) -> Any:
     """The observation (..., 4 nu + 15 + A), float32.
 
@@ -168,24 +131,24 @@ def observe(
     """
     lay = layout
     quat = qpos[..., lay.root_q + 3 : lay.root_q + 7]
-    lin_vel = quat_rotate_inverse(quat, qvel[..., lay.root_v : lay.root_v + 3], xp)
-    angle = 2.0 * np.pi * phase.astype(xp.float32) / lay.rhythm_steps
+    lin_vel = quat_rotate_inverse(quat, qvel[..., lay.root_v : lay.root_v + 3])
+    angle = 2.0 * np.pi * phase.astype(jnp.float32) / lay.rhythm_steps
     joints = qpos[..., lay.act_qpos_adr]
-    clock = [xp.sin(angle), xp.cos(angle), xp.broadcast_to(amplitude, angle.shape)]
+    clock = [jnp.sin(angle), jnp.cos(angle), jnp.broadcast_to(amplitude, angle.shape)]
     parts = [
         joints,
         0.1 * qvel[..., lay.act_dof_adr],
         ref_pose,
         joints - ref_pose,
         (qpos[..., lay.root_q + 2] - ref_height)[..., None],
-        gravity_in_frame(quat, xp),
+        gravity_in_frame(quat),
         lin_vel,
         0.25 * qvel[..., lay.root_v + 3 : lay.root_v + 6],
         touch_n / lay.body_weight_n,
-        xp.stack(clock, axis=-1),
+        jnp.stack(clock, axis=-1),
         prev_action,
     ]
-    return xp.concatenate([xp.asarray(p, xp.float32) for p in parts], axis=-1)
+    return jnp.concatenate([jnp.asarray(p, jnp.float32) for p in parts], axis=-1)
 
 
 def score(
@@ -198,7 +161,6 @@ def score(
     prev_action: Any,
     layout: Layout,
     config: Any,
-    xp: Any,
 ) -> tuple[dict[str, Any], Any]:
     """Weighted reward terms {name: (...)} (`TERMS`) and the fall flag (...), all float32.
 
@@ -206,20 +168,20 @@ def score(
     """
     cfg, lay = config, layout
     quat = qpos[..., lay.root_q + 3 : lay.root_q + 7]
-    gravity = gravity_in_frame(quat, xp)
+    gravity = gravity_in_frame(quat)
     height = qpos[..., lay.root_q + 2]
     joints = qpos[..., lay.act_qpos_adr]
     terms = {
-        "alive": xp.full(height.shape, cfg.w_alive, xp.float32),
-        "pose": cfg.w_pose * pose_tracking(joints, ref_pose, 0.05 * lay.nu, xp),
-        "height": cfg.w_height * height_tracking(height, ref_height, 0.01, xp),
+        "alive": jnp.full(height.shape, cfg.w_alive, jnp.float32),
+        "pose": cfg.w_pose * pose_tracking(joints, ref_pose, 0.05 * lay.nu),
+        "height": cfg.w_height * height_tracking(height, ref_height, 0.01),
         "upright": cfg.w_upright * upright(gravity),
-        "feet": cfg.w_feet * feet_support(touch_n, lay.body_weight_n, xp),
-        "action_rate": -cfg.w_action_rate * action_rate(action, prev_action, xp),
-        "root_speed": -cfg.w_root_speed * root_velocity(qvel[..., lay.root_v : lay.root_v + 3], xp),
+        "feet": cfg.w_feet * feet_support(touch_n, lay.body_weight_n),
+        "action_rate": -cfg.w_action_rate * action_rate(action, prev_action),
+        "root_speed": -cfg.w_root_speed * root_velocity(qvel[..., lay.root_v : lay.root_v + 3]),
     }
     fell = (height < cfg.fall_height_fraction * ref_height) | (upright(gravity) < cfg.fall_upright_cos)
-    return {k: xp.asarray(terms[k], xp.float32) for k in TERMS}, xp.asarray(fell, xp.float32)
+    return {k: jnp.asarray(terms[k], jnp.float32) for k in TERMS}, jnp.asarray(fell, jnp.float32)
 
 
 def total_reward(terms: dict[str, Any], fell: Any, w_fall: float) -> Any:
