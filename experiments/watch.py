@@ -1,13 +1,15 @@
 """Watch a trained fighter:
-`python experiments/watch.py RUN_OR_CHECKPOINT [--kind face|command|...] [--episodes N] [--out fighter.mp4]`.
+`python experiments/watch.py RUN_OR_CHECKPOINT [--kind face|command|...] [--episodes N] [--out fighter.mp4]`,
+or `python experiments/watch.py --body simple` for the package's trained blocker of that body.
 
-RUN_OR_CHECKPOINT is a run folder (runs/NAME: its checkpoints/ are read) or a checkpoint directory; its
-newest checkpoint's meta names the task, body and task config, and the environment is rebuilt from them on
-MJX's JAX physics. The policy's mean action (no exploration noise) plays N episodes on the CPU, side by
-side (one world each, the same seed giving the same episodes), until each ends or --steps pass; MuJoCo's
-own renderer draws every control step offscreen (OpenGL through EGL, else OSMesa; `boxjax.platform.
-select_gl`) with a camera that follows the fighters, and the episodes are written one after another as
-MP4 or GIF (by --out's extension; the `watch` extra: imageio, and imageio-ffmpeg for MP4).
+RUN_OR_CHECKPOINT is a run folder (runs/NAME: its checkpoints/ are read), a checkpoint directory or a policy
+file (`experiments/export_policy.py`); its (newest checkpoint's) meta names the task, body and task config,
+and the environment is rebuilt from them on MJX's JAX physics. The policy's mean action (no exploration
+noise) plays N episodes on the CPU, side by side (one world each, the same seed giving the same episodes),
+until each ends or --steps pass; MuJoCo's own renderer draws every control step offscreen (OpenGL through
+EGL, else OSMesa; `boxjax.platform.select_gl`) with a camera that follows the fighters, and the episodes are
+written one after another as MP4 or GIF (by --out's extension; the `watch` extra: imageio, and
+imageio-ffmpeg for MP4).
 
 --kind              block task only: every episode of this kind (the config's kind weights otherwise)
 --rays              block task: the 32 vision rays in face episodes (green seen, red hidden by our gloves)
@@ -27,6 +29,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _cli  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 BLOCK_ONLY = ("kind", "rays", "targets", "labels")
 """Options that only the block task has a meaning for."""
 
@@ -34,7 +38,13 @@ BLOCK_ONLY = ("kind", "rays", "targets", "labels")
 def parser() -> _cli.Parser:
     """The command line."""
     p = _cli.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="runs/NAME or a checkpoint directory")
+    p.add_argument(
+        "source", metavar="RUN_OR_CHECKPOINT", nargs="?", default=None,
+        help="runs/NAME, a checkpoint directory or a policy file (default: the shipped blocker of --body)",
+    )  # fmt: skip
+    p.add_argument(
+        "--body", default=None, help="without a source: the package's trained blocker of this body"
+    )
     p.add_argument("--kind", default=None, help="block task: face | command | walk | bag | shove")
     p.add_argument("--episodes", type=int, default=1, help="episodes to play, one after another in the video")
     p.add_argument("--steps", type=int, default=None, help="control steps per episode at most (default: all)")
@@ -60,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     platform.configure("cpu", args.cache)
     from boxjax.models import checkpoint
 
-    source = checkpoint_dir(args.source)
-    meta = checkpoint.read_meta(source)
+    source = checkpoint_dir(args.source) if args.source else shipped_blocker(args.body)
+    meta = checkpoint.read_policy_meta(source) if os.path.isfile(source) else checkpoint.read_meta(source)
     check_options(args, meta.get("env"))
     import jax
 
@@ -103,6 +113,25 @@ def image_size(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
+SHIPPED_DIR = os.path.join(os.path.dirname(HERE), "boxjax", "data", "blockers")
+"""Where the package's trained blockers are: block-BODY.msgpack policy files."""
+
+
+def shipped_blocker(body: str | None) -> str:
+    """The package's trained blocker of `body` (a policy file); a clear error without a body or one."""
+    files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
+    have = sorted(f[len("block-") : -len(".msgpack")] for f in files if f.endswith(".msgpack"))
+    if body is None:
+        shipped = ", ".join(have) or "none shipped"
+        raise ValueError(
+            f"give a run, checkpoint or policy file, or --body for a shipped blocker ({shipped})"
+        )
+    path = os.path.join(SHIPPED_DIR, f"block-{body}.msgpack")
+    if not os.path.isfile(path):
+        raise ValueError(f"no trained blocker ships for body {body!r}; shipped: {', '.join(have) or 'none'}")
+    return path
+
+
 def checkpoint_dir(path: str) -> str:
     """The checkpoint directory of a run folder (its checkpoints/), or `path` itself."""
     inner = os.path.join(path, "checkpoints")
@@ -132,8 +161,9 @@ def task_options(meta: dict) -> dict:
 
 
 def load(source: str, meta: dict, worlds: int):
-    """(env, PPOConfig, Policy) of the newest checkpoint in `source`: the environment its meta describes,
-    `worlds` worlds on MJX's JAX physics, and the checkpoint's network and observation statistics."""
+    """(env, PPOConfig, Policy) of the newest checkpoint in `source`, or of a policy file: the environment its
+    meta describes, `worlds` worlds on MJX's JAX physics, and the checkpoint's network and observation
+    statistics."""
     import jax
 
     from boxjax import envs
@@ -147,7 +177,10 @@ def load(source: str, meta: dict, worlds: int):
     config = ppo.PPOConfig.from_dict(meta["ppo"])
     checkpoint.check_init(meta, ppo.run_meta(env, config))
     template = init_train_state(env, config, jax.random.PRNGKey(0))
-    model = checkpoint.restore_model(source, template)
+    if os.path.isfile(source):
+        model = checkpoint.load_policy(source, template)
+    else:
+        model = checkpoint.restore_model(source, template)
     return env, config, ppo.Policy(params=model["params"], normalizer=model["normalizer"])
 
 

@@ -111,6 +111,44 @@ def test_block_options_are_refused_for_other_tasks_and_kinds_are_named():
         watch.check_options(argparse.Namespace(**{**vars(args), "kind": "punch"}), "block")
 
 
+def test_a_policy_file_acts_like_its_checkpoint_and_a_bad_one_is_named(block_checkpoint, tmp_path, capsys):
+    import export_policy
+
+    from boxjax.models import checkpoint
+
+    path = str(tmp_path / "policy.msgpack")
+    assert export_policy.main([block_checkpoint, path]) == 0
+    assert "export: block body=simple step 0" in capsys.readouterr().out
+    meta = checkpoint.read_meta(block_checkpoint)
+    _, _, want = watch.load(block_checkpoint, meta, 1)
+    _, _, got = watch.load(path, checkpoint.read_policy_meta(path), 1)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # the same file whose meta claims a wider network: the leaves do not fit, and say so
+    other = {**meta, "ppo": {**meta["ppo"], "policy_hidden": [32]}}
+    wrong = str(tmp_path / "wrong.msgpack")
+    checkpoint.save_policy(wrong, {"params": got.params, "normalizer": got.normalizer}, other)
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="params leaves of another shape"):
+        watch.load(wrong, other, 1)
+
+
+def test_shipped_blockers_load_for_their_bodies_and_a_missing_one_is_named():
+    from boxjax.models import checkpoint
+
+    files = sorted(os.listdir(watch.SHIPPED_DIR)) if os.path.isdir(watch.SHIPPED_DIR) else []
+    for name in files:
+        body = name[len("block-") : -len(".msgpack")]
+        path = watch.shipped_blocker(body)
+        meta = checkpoint.read_policy_meta(path)
+        assert meta["env"] == "block" and meta["body"] == body
+        env, _, policy = watch.load(path, meta, 1)
+        assert env.config.body == body and all(np.isfinite(x).all() for x in jax.tree.leaves(policy))
+    with pytest.raises(ValueError, match="no trained blocker ships for body 'giant'"):
+        watch.shipped_blocker("giant")
+    with pytest.raises(ValueError, match="or --body for a shipped blocker"):
+        watch.shipped_blocker(None)
+
+
 def test_a_forced_kind_is_the_only_one_drawn():
     @struct.dataclass
     class Params:

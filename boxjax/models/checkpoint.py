@@ -10,6 +10,7 @@ replaces a good checkpoint.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -202,6 +203,65 @@ def restore_model(directory: str, train_template: Any, step: int | None = None) 
         )
         for field in MODEL_PARTS
     }
+
+
+POLICY_PARTS = ("params", "normalizer")
+"""What a policy file keeps of a train state: enough to act (`save_policy`), nothing to resume."""
+
+
+def save_policy(path: str, model: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Write `model`'s `POLICY_PARTS` and the checkpoint `meta` to one small file (msgpack), atomically."""
+    from flax import serialization
+
+    stored = {
+        "meta": json.dumps(meta),
+        "policy": {part: serialization.to_state_dict(jax.device_get(model[part])) for part in POLICY_PARTS},
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(serialization.msgpack_serialize(stored))
+    os.replace(path + ".tmp", path)
+
+
+def _read_policy_file(path: str) -> dict[str, Any]:
+    from flax import serialization
+
+    with open(path, "rb") as f:
+        stored = serialization.msgpack_restore(f.read())
+    if set(stored) != {"meta", "policy"}:
+        raise CheckpointMismatchError(f"{path} is not a policy file (keys {sorted(stored)})")
+    return stored
+
+
+def read_policy_meta(path: str) -> dict[str, Any]:
+    """The checkpoint meta a policy file (`save_policy`) was written with."""
+    return json.loads(_read_policy_file(path)["meta"])
+
+
+def load_policy(path: str, train_template: Any) -> dict[str, Any]:
+    """{part: value} of a policy file's `POLICY_PARTS` with the structure of `train_template`'s; a leaf of
+    another shape or a missing one is a `CheckpointMismatchError` naming it."""
+    from flax import serialization
+
+    stored = _read_policy_file(path)["policy"]
+    out = {}
+    for part in POLICY_PARTS:
+        template = getattr(train_template, part)
+        try:
+            value = serialization.from_state_dict(template, stored[part])
+        except (KeyError, ValueError) as err:
+            raise CheckpointMismatchError(f"{path}: its {part} do not fit this network ({err})") from err
+        bad = [
+            "/".join(map(str, _path_key(k)))
+            for (k, t), v in zip(
+                jax.tree_util.tree_flatten_with_path(template)[0], jax.tree.leaves(value), strict=True
+            )
+            if np.shape(t) != np.shape(v)
+        ]
+        if bad:
+            raise CheckpointMismatchError(f"{path}: {part} leaves of another shape: {', '.join(bad[:3])}")
+        out[part] = value
+    return out
 
 
 _ABSENT = object()
