@@ -5,4 +5,4 @@ import os
 __version__ = "0.1.0"
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-"""The package's data: the punch library and the shipped walking teachers."""
+"""The package's data: the punch library, the shipped walking teachers and trained blockers."""

@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _cli  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import boxjax  # noqa: E402
 
 BLOCK_ONLY = ("kind", "rays", "targets", "labels")
 """Options that only the block task has a meaning for."""
@@ -113,7 +113,7 @@ def image_size(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
-SHIPPED_DIR = os.path.join(os.path.dirname(HERE), "boxjax", "data", "blockers")
+SHIPPED_DIR = os.path.join(boxjax.DATA_DIR, "blockers")
 """Where the package's trained blockers are: block-BODY.msgpack policy files."""
 
 
