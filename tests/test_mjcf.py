@@ -172,7 +172,8 @@ def test_sparring_opponent_is_welded_off_the_floor_and_of_his_own_body():
 @pytest.mark.parametrize("body", ["simple", "muscular"])
 def test_a_clinch_of_the_simulated_fighters_fits_the_budget(body):
     """Both fighters in the guard 0.45 m apart, ours pushed into him (300 N) for 2 s: every step's contacts
-    and constraint rows fit the block world's budget (his weld included)."""
+    and constraint rows fit the block world's budget (his weld included), and MuJoCo's C engine, which the
+    CPU path steps, never ran out of arena for them (it would drop them with a warning and step on)."""
     world, data = _sparring_world(body, "simple", gap_m=0.45)
     slots = budget_module.world_budget(body, "simple")
     peak = np.zeros(2, int)
@@ -182,6 +183,8 @@ def test_a_clinch_of_the_simulated_fighters_fits_the_budget(body):
         peak = np.maximum(peak, [data.ncon, data.nefc])
     assert peak[0] > 8, "the fighters never touched"
     assert peak[0] <= slots.ncon_per_world and peak[1] <= slots.njmax, (peak, slots)
+    for warning in (mujoco.mjtWarning.mjWARN_CONTACTFULL, mujoco.mjtWarning.mjWARN_CNSTRFULL):
+        assert data.warning[int(warning)].number == 0, warning
 
 
 def test_unknown_body_names_the_choices():
