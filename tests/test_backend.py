@@ -72,5 +72,7 @@ def test_bad_backends_are_named():
         backend.make("bullet", 8, 8)
     with pytest.raises(ValueError, match="takes no MJX options"):
         backend.make("mujoco-c", 8, 8, graph_mode="warp")
+    with pytest.raises(ValueError, match="takes no MJX options, got \\['graph_mode'\\]"):
+        envs.make("stance", body="simple", impl="mujoco-c", graph_mode="warp")
     with pytest.raises(ValueError, match="derived fields \\['qacc'\\] are not readable"):
         backend.make("mujoco-c", 8, 8, derived=("qacc",))

@@ -72,24 +72,27 @@ def make(
     if spec.config is None:
         return spec.env()
     config = _config(spec.config, body=body, **options)
-    slots = config.contact_budget()
-    if impl == "mujoco-c":
-        return on_c_engine(config)
-    options = dict(
-        num_worlds=num_worlds,
-        fused_factor=fused_factor,
-        graph_mode=graph_mode,
-        substeps_in_one_call=substeps_in_one_call,
+    mjx_options = dict(
+        fused_factor=fused_factor, graph_mode=graph_mode, substeps_in_one_call=substeps_in_one_call
     )
-    return spec.env(config, physics_backend.make(impl, slots.ncon_per_world, slots.njmax, **options))
+    if impl == "mujoco-c":
+        given = {k: v for k, v in mjx_options.items() if v not in (None, False)}
+        return on_c_engine(config, **given)  # the C engine takes none: named if given
+    slots = config.contact_budget()
+    backend = physics_backend.make(
+        impl, slots.ncon_per_world, slots.njmax, num_worlds=num_worlds, **mjx_options
+    )
+    return spec.env(config, backend)
 
 
-def on_c_engine(config: Any) -> Env:
+def on_c_engine(config: Any, **options: Any) -> Env:
     """The env of `config`'s task on MuJoCo's C engine (`boxjax.physics.cpu.CBackend`): its `Task.cpu_env`
     (else its env) with the derived fields it reads (`cpu_derived`), for `boxjax.envs.cpu.CpuEnv` to step
-    between its halves (its own `step` refuses: the C engine cannot step inside a trace)."""
-    cls = task_of(config).cpu_env or task_of(config).env
-    return cls(config, physics_backend.make("mujoco-c", 0, 0, derived=tuple(cls.cpu_derived)))
+    between its halves (its own `step` refuses: the C engine cannot step inside a trace). `options` are
+    refused by name (MJX options have no meaning there)."""
+    spec = task_of(config)
+    cls = spec.cpu_env or spec.env
+    return cls(config, physics_backend.make("mujoco-c", 0, 0, derived=tuple(cls.cpu_derived), **options))
 
 
 def _config(cls: type, **values: Any) -> Any:

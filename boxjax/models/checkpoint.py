@@ -223,19 +223,21 @@ def save_policy(path: str, model: dict[str, Any], meta: dict[str, Any]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _read_policy_file(path: str) -> dict[str, Any]:
+def read_policy_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta, {part: state dict}) of a policy file (`save_policy`); anything else is a
+    `CheckpointMismatchError`."""
     from flax import serialization
 
     with open(path, "rb") as f:
         stored = serialization.msgpack_restore(f.read())
-    if set(stored) != {"meta", "policy"}:
-        raise CheckpointMismatchError(f"{path} is not a policy file (keys {sorted(stored)})")
-    return stored
+    if not isinstance(stored, dict) or set(stored) != {"meta", "policy"}:
+        raise CheckpointMismatchError(f"{path} is not a policy file")
+    return json.loads(stored["meta"]), stored["policy"]
 
 
 def read_policy_meta(path: str) -> dict[str, Any]:
     """The checkpoint meta a policy file (`save_policy`) was written with."""
-    return json.loads(_read_policy_file(path)["meta"])
+    return read_policy_file(path)[0]
 
 
 def load_policy(path: str, train_template: Any) -> dict[str, Any]:
@@ -243,7 +245,7 @@ def load_policy(path: str, train_template: Any) -> dict[str, Any]:
     another shape or a missing one is a `CheckpointMismatchError` naming it."""
     from flax import serialization
 
-    stored = _read_policy_file(path)["policy"]
+    stored = read_policy_file(path)[1]
     out = {}
     for part in POLICY_PARTS:
         template = getattr(train_template, part)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import jax
+import jax.numpy as jnp
 import mujoco
 
 IMPLS = ("jax", "warp", "mujoco-c")
@@ -52,6 +53,11 @@ class Backend(Protocol):
     def is_finite(self, data: Any) -> jax.Array:
         """() bool: the world's state holds no NaN or inf."""
         ...
+
+
+def is_finite(data: Any) -> jax.Array:
+    """() bool: a world's state (anything with `qpos` and `qvel`) holds no NaN or inf."""
+    return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
 
 
 def make(

@@ -29,6 +29,8 @@ import numpy as np
 from flax import struct
 from mujoco import batch as mjbatch
 
+from boxjax.physics import backend
+
 _BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
 OVERFLOW_WARNINGS = {
     "contact_arena": int(mujoco.mjtWarning.mjWARN_CONTACTFULL),
@@ -169,21 +171,26 @@ DERIVED = ("xpos", "xmat", "geom_xpos", "geom_xmat", "site_xpos", "site_xmat")
 """The derived fields a task may ask for (`CBackend.derived`)."""
 
 
+def _float32(arrays: dict[str, Any], lead: tuple[int, ...], xp: Any) -> dict[str, Any]:
+    """`arrays` as float32 arrays of `xp` (jnp or np), the orientations as 3 x 3 matrices (MuJoCo's C
+    engine keeps them as rows of 9); `lead` is the world axes' shape (() for one world)."""
+    out = {name: xp.asarray(value, xp.float32) for name, value in arrays.items()}
+    return {k: v.reshape(*lead, -1, 3, 3) if k.endswith("xmat") else v for k, v in out.items()}
+
+
 def view_of(data: Any, derived: tuple[str, ...] = DERIVED) -> PhysicsView:
-    """The `PhysicsView` of an `mjx.Data` (or anything with those fields), float32, with `derived` and
-    nothing overflowed (to start C worlds from a JAX env's state)."""
-    fields = {k: jnp.asarray(getattr(data, k), jnp.float32) for k in (*STATE_FIELDS, *derived)}
-    return PhysicsView(overflow=jnp.zeros(np.shape(data.qpos)[:-1], jnp.int32), **fields)
+    """The `PhysicsView` of an `mjx.Data` or `MjData` (one world or K), float32, with `derived` and nothing
+    overflowed (a template, or C worlds started from a JAX env's state)."""
+    lead = np.shape(data.qpos)[:-1]
+    fields = _float32({k: getattr(data, k) for k in (*STATE_FIELDS, *derived)}, lead, jnp)
+    return PhysicsView(overflow=jnp.zeros(lead, jnp.int32), **fields)
 
 
 def view(worlds: Worlds, outcome: StepOutcome) -> PhysicsView:
-    """The worlds' fields after a step, float32 (K, ...); a failed world's qpos is NaN, so a task's NaN
-    guard ends its episode."""
-    k = worlds.num_worlds
-    fields = {name: getattr(worlds, name).astype(np.float32) for name in STATE_FIELDS}
-    for name, value in worlds.derived.items():
-        value = value.astype(np.float32)
-        fields[name] = value.reshape(k, -1, 3, 3) if name.endswith("xmat") else value
+    """The worlds' fields after a step, float32 numpy (K, ...); a failed world's qpos is NaN, so a task's
+    NaN guard ends its episode."""
+    arrays = {**{k: getattr(worlds, k) for k in STATE_FIELDS}, **worlds.derived}
+    fields = _float32(arrays, (worlds.num_worlds,), np)
     fields["qpos"][outcome.failed] = np.nan
     return PhysicsView(overflow=outcome.overflow, **fields)
 
@@ -216,12 +223,7 @@ class CBackend:
 
     def make_data(self, mj_model: mujoco.MjModel) -> PhysicsView:
         """The `PhysicsView` of the model's default state (derived fields zero until a step)."""
-        data = mujoco.MjData(mj_model)
-        fields = {k: jnp.asarray(getattr(data, k), jnp.float32) for k in (*STATE_FIELDS, *self.derived)}
-        for name in self.derived:
-            if name.endswith("xmat"):
-                fields[name] = fields[name].reshape(-1, 3, 3)
-        return PhysicsView(overflow=jnp.zeros((), jnp.int32), **fields)
+        return view_of(mujoco.MjData(mj_model), self.derived)
 
     def step(self, model: None, data: PhysicsView, substeps: int) -> PhysicsView:
         """Refused: the C engine cannot step inside a JAX trace."""
@@ -236,5 +238,5 @@ class CBackend:
         return {f"overflow/{k}": ((word & bit) != 0).astype(jnp.float32) for k, bit in OVERFLOW_BITS.items()}
 
     def is_finite(self, data: PhysicsView) -> jax.Array:
-        """() bool: the world's state holds no NaN or inf."""
-        return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
+        """`boxjax.physics.backend.is_finite`."""
+        return backend.is_finite(data)

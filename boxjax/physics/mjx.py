@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import mujoco
 from mujoco import mjx
 
+from boxjax.physics import backend
+
 IMPLS = ("jax", "warp")
 
 # MuJoCo Warp's OverflowType bits (mujoco_warp types.py); the two solver-cap bits are warnings, not overflow.
@@ -199,9 +201,7 @@ def quiet(model: mjx.Model) -> mjx.Model:
     return model.tree_replace({"opt._impl.warn_overflow": 0})
 
 
-def is_finite(data: mjx.Data) -> jax.Array:
-    """() bool: the world's state holds no NaN or inf."""
-    return jnp.all(jnp.isfinite(data.qpos)) & jnp.all(jnp.isfinite(data.qvel))
+is_finite = backend.is_finite
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,6 @@ env's params and call `teacher_action` inside the jitted, vmapped step, e.g. in 
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -171,11 +170,9 @@ def load_teacher(source: str, body: str, step: int | None = None) -> Teacher:
         observation or action size than this body's walk observation.
     """
     if os.path.isfile(source):
-        with open(source, "rb") as f:
-            stored = serialization.msgpack_restore(f.read())
-        meta = json.loads(stored["meta"])
+        meta, stored = checkpoint.read_policy_file(source)
         teacher, abstract = _template(body, meta, source)
-        restored = serialization.from_state_dict(_zeros(abstract), stored["policy"])
+        restored = serialization.from_state_dict(_zeros(abstract), stored)
     else:
         step = checkpoint.latest_step(source) if step is None else step
         meta = checkpoint.read_meta(source, step)
@@ -209,13 +206,7 @@ def export_teacher(checkpoint_dir: str, body: str, path: str, step: int | None =
     step = checkpoint.latest_step(checkpoint_dir) if step is None else step
     teacher = load_teacher(checkpoint_dir, body, step)
     meta = {**checkpoint.read_meta(checkpoint_dir, step), "source_step": int(step)}
-    policy = {"params": teacher.params, "normalizer": teacher.normalizer}
-    stored = {"meta": json.dumps(meta), "policy": serialization.to_state_dict(jax.device_get(policy))}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(serialization.msgpack_serialize(stored))
-    os.replace(tmp, path)
+    checkpoint.save_policy(path, {"params": teacher.params, "normalizer": teacher.normalizer}, meta)
     return meta
 
 
