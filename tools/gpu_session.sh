@@ -179,6 +179,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
       # the converted stance checkpoint (model only): a later session's --init without a stance solve
       [ -d "$run/init-from-stance" ] && tar czf "$OUT/${run#runs/}/init-from-stance.tgz" -C "$run" init-from-stance
+      # the trained policy as one file (checkpoint folders do not come back): what boxjax/data/blockers ships
+      python3 experiments/export_policy.py "$run" "$OUT/${run#runs/}/policy.msgpack" 2>&1 | tail -1
     done
     ;;
   stance-ckpt)  # stance-ckpt BODY: a stance solve whose checkpoints start a learning check (runs/stance-BODY).
