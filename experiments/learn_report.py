@@ -1,11 +1,12 @@
 """Block learning check at a glance: `python experiments/learn_report.py runs/NAME [...] [--windows 6]`.
 
 For each block run a markdown table over windows of iterations (means within each window): return, falls,
-the success counts per iteration (goals, commands held, recoveries, bag hits, blocks), the outcome shares of
-arriving punches (blocked, of them parried by a touch of the guard; missed; hit, of them clean), the mean
-score of the hits (how much got through), the parried share of the punches that reached the fighter
-(parried over parried plus hit: the block skill itself, which standing out of reach does not raise) and the
-distillation loss. Reads runs/NAME/metrics.jsonl (or .gz), written by experiments/block.py.
+punches arrived per iteration, the success counts per iteration (goals, commands held, recoveries, bag hits,
+blocks), the outcome shares of arriving punches (blocked, of them parried by a touch of the guard; missed;
+hit, of them clean), the mean score of the hits (how much got through), the parried share of the punches
+that reached the fighter (parried over parried plus hit: the block skill itself, which standing out of
+reach does not raise) and the distillation loss. Reads runs/NAME/metrics.jsonl (or .gz), written by
+experiments/block.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import _cli
 COLUMNS = (
     ("return", "episode/return", "{:.0f}"),
     ("falls", "episode/fall_rate", "{:.1%}"),
+    ("punches", "count/punches", "{:.0f}"),
     ("goals", "count/goals", "{:.1f}"),
     ("commands held", "count/commands_held", "{:.1f}"),
     ("recoveries", "count/recoveries", "{:.1f}"),

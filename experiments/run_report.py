@@ -2,13 +2,21 @@
 
 For each run: set-up seconds, mean s/iteration, the iteration and time at which each curriculum level was
 reached, when (if) it was solved, and the last return and fall rate.
+
+`python experiments/run_report.py runs/NAME --rows OUT.jsonl --label device="NVIDIA H200" --label ...`
+appends a solved run's benchmark rows (`solve_rows`) to OUT.jsonl instead, labelled with every `--label`
+(`REQUIRED_LABELS` at least).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
 
 import _cli
+
+REQUIRED_LABELS = ("device", "body", "task", "worlds", "commit", "caches", "rule", "seed", "command")
+"""Labels every solve row names (the brief's row fields, and what makes the figure reproducible)."""
 
 
 def level_rises(rows: list[dict]) -> list[tuple[int, int, float]]:
@@ -59,8 +67,53 @@ def progress_key(run: str) -> tuple[float, float, float]:
     return (1.0, -top[0] + top[2] / 1e6, rows[-1]["episode/fall_rate"])
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--best"]:
-        print(min(sys.argv[2:], key=progress_key))
+def solve_rows(rows: list[dict], labels: dict) -> list[dict]:
+    """Benchmark rows of a solved run: time to solve, set-up (`setup_s_cold` / `setup_s_warm` by the
+    `caches` label), training seconds and iterations to the solve, mean s/iteration after the first."""
+    missing = [k for k in REQUIRED_LABELS if k not in labels]
+    if missing:
+        raise ValueError(f"solve rows need the labels {', '.join(missing)}")
+    solved = next((r for r in rows if r.get("solved", 0) > 0.5), None)
+    if solved is None:
+        raise ValueError(f"the run did not solve in its {len(rows)} iterations: no solve rows")
+    upto = rows[1 : int(solved["iteration"])] or rows[:1]
+    setup = rows[0]["setup_s"]
+    setup_key = f"setup_s_{labels['caches']}" if labels["caches"] in ("cold", "warm") else "setup_s"
+    figures = {
+        "time_to_solve_s": (solved["time_s"], "s"),
+        setup_key: (setup, "s"),
+        "train_s_to_solve": (solved["time_s"] - setup, "s"),
+        "iterations_to_solve": (solved["iteration"], "iterations"),
+        "s_per_iteration": (sum(r["s_per_iteration"] for r in upto) / len(upto), "s"),
+    }
+    return [{"bench": "solve", **labels, "metric": k, "value": v, "unit": u} for k, (v, u) in figures.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each run's summary, the best run (`--best`), or append a run's solve rows (`--rows`)."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl)")
+    p.add_argument("--best", action="store_true", help="print only the run that progressed most")
+    p.add_argument("--rows", default=None, help="append the (one) run's solve rows to this JSON Lines file")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
+    args = p.parse_args(argv)
+    if args.best:
+        print(min(args.runs, key=progress_key))
+    elif args.rows:
+        if len(args.runs) != 1:
+            p.error("--rows takes one run")
+        labels = dict(label.split("=", 1) for label in args.label)
+        for key in ("worlds", "unroll", "seed"):
+            if key in labels:
+                labels[key] = int(labels[key])
+        new = solve_rows(_cli.read_metrics(args.runs[0]), labels)
+        with open(args.rows, "a") as f:
+            f.writelines(json.dumps(row) + "\n" for row in new)
+        print(f"{len(new)} rows -> {args.rows}")
     else:
-        print("\n".join(report(run) for run in sys.argv[1:]))
+        print("\n".join(report(run) for run in args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,6 +16,7 @@ import bench_block  # noqa: E402
 import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
 import plot_block  # noqa: E402
+import run_report  # noqa: E402
 import stance  # noqa: E402
 import trace_report  # noqa: E402
 
@@ -192,6 +193,7 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
     rows = [
         {
             "iteration": float(i), "episode/return": 10.0 * i, "episode/fall_rate": 0.5, "count/goals": i,
+            "count/punches": 3.0 * i,
             "env/punch/arrived": 0.01, "env/punch/parried": 0.005, "loss/distill": 0.2,
             "env/punch/missed": 0.004 - 0.001 * (i > 2), "env/punch/hit": 0.001 + 0.001 * (i > 2),
             "env/punch/blocked": 0.005, "env/punch/clean": 0.001 * (i > 2),
@@ -201,11 +203,33 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
     ]  # fmt: skip
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = learn_report.table(rows, 2).splitlines()
-    assert out[2].split(" | ")[:4] == ["| 1–2", "15", "50.0%", "1.5"]
+    assert out[2].split(" | ")[:5] == ["| 1–2", "15", "50.0%", "4", "1.5"]
     # blocked, parried, missed, hit, clean, hit score, parried of reaching (5 of 5 + 2), distill
     want = ["50%", "50%", "30%", "20%", "10%", "0.80", "71%", "0.200 |"]
     assert out[3].split(" | ")[-8:] == want
     assert learn_report.main([str(tmp_path), "--windows", "2"]) == 0
+
+
+def test_solve_rows_name_the_solve_and_refuse_a_run_that_did_not(tmp_path):
+    rows = [
+        {"iteration": float(i), "time_s": 10.0 + i, "setup_s": 11.0, "s_per_iteration": 0.5 + (i == 1),
+         "solved": float(i >= 4)}
+        for i in range(1, 7)
+    ]  # fmt: skip
+    labels = dict(device="d", body="simple", task="stance", worlds=8, commit="abc", caches="cold",
+                  rule="seed", seed=0, command="c")  # fmt: skip
+    got = {r["metric"]: r["value"] for r in run_report.solve_rows(rows, labels)}
+    assert got == {"time_to_solve_s": 14.0, "setup_s_cold": 11.0, "train_s_to_solve": 3.0,
+                   "iterations_to_solve": 4.0, "s_per_iteration": 0.5}  # fmt: skip
+    with pytest.raises(ValueError, match="did not solve in its 3 iterations"):
+        run_report.solve_rows(rows[:3], labels)
+    with pytest.raises(ValueError, match="need the labels commit"):
+        run_report.solve_rows(rows, {k: v for k, v in labels.items() if k != "commit"})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "rows.jsonl"
+    args = [str(tmp_path), "--rows", str(out)] + [f"--label={k}={v}" for k, v in labels.items()]
+    assert run_report.main(args) == 0
+    assert [json.loads(line)["worlds"] for line in out.read_text().splitlines()] == [8] * 5
 
 
 def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
