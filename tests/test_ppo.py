@@ -384,3 +384,20 @@ def test_run_options_come_as_one_dataclass_or_single_fields_and_bad_ones_are_nam
         ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iteration=3)
     with pytest.raises(ValueError, match="RunOptions.checkpoint_every must be positive, got 0"):
         loop.RunOptions(checkpoint_every=0)
+
+
+def test_the_policy_is_handed_over_during_training_and_its_last_one_is_the_result():
+    handed = []
+    policy, history = ppo.train(
+        PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), iterations=5, policy_every=2,
+        policy_fn=lambda done, policy: handed.append((done, policy)),
+    )  # fmt: skip
+    assert [done for done, _ in handed] == [2, 4, 5]  # every 2nd iteration, and after the last
+    for got, want in zip(jax.tree.leaves(handed[-1][1]), jax.tree.leaves(policy), strict=True):
+        np.testing.assert_array_equal(got, want)
+    first, last = (np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)]) for _, p in handed[::2])
+    assert not np.array_equal(first, last)  # the policy of iteration 2 is not the final one
+    with pytest.raises(ValueError, match="RunOptions.policy_every must be positive, got 0"):
+        loop.RunOptions(policy_every=0)
+    with pytest.raises(ValueError, match="policy_fn: this training path cannot hand its policy over"):
+        loop.drive(lambda: (1, {}), lambda done: True, loop.RunOptions(policy_fn=print), 0, 1, None)

@@ -224,6 +224,13 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     log "cpu bench $*"
     timeout "${CPU_LIMIT_S:-200}" python3 experiments/bench_cpu.py "$@" 2>&1 | tee -a "$OUT/logs/cpu.txt" | tail -20
     ;;
+  compare)  # compare ENV STEPS [compare_brax.py args]: Brax PPO then boxjax PPO on a Playground environment
+    # (the wheels staged with brax, playground, jaxopt, ml_collections and tqdm as extras of stage-wheels.sh)
+    env=$2; steps=$3; shift 3
+    log "compare $env $steps steps $*"
+    timeout "${COMPARE_LIMIT_S:-560}" python3 experiments/compare_brax.py "$env" --steps "$steps" --platform gpu \
+      --out "$OUT/bench" "$@" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/compare-$env.txt" | tail -30
+    ;;
   bundle)
     bundle "$2"
     ;;

@@ -5,7 +5,8 @@ figures already hold ``iteration``, ``s_per_iteration``, ``steps_per_s`` and ``e
 ``save(iterations done) -> bool`` checkpoints the last completed one (False: refused). `drive` does the
 rest, the same way for every path: time since process start and the set-up split, the per-iteration report
 lines (`OVERFLOW`, `NAN`, `GRAPH CAPTURES`), the non-finite guard, checkpoints every
-`RunOptions.checkpoint_every` iterations and at the end, stopping when solved, out of time, on overflow or
+`RunOptions.checkpoint_every` iterations and at the end, the policy handed to `RunOptions.policy_fn` (an
+evaluation, say) where the path can give it, stopping when solved, out of time, on overflow or
 NaN when asked, and after the iteration in flight on SIGINT/SIGTERM (`boxjax.rl.interrupts`).
 """
 
@@ -14,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from boxjax.rl import guard, interrupts
 
 ProgressFn = Callable[[dict[str, float]], None]
+PolicyFn = Callable[[int, Any], None]
 
 OVERFLOW_PREFIX = "env/overflow/"
 CAPS_PREFIX = "env/caps/"
@@ -37,6 +40,12 @@ class RunOptions:
     """Also stop after this much wall time since process start."""
     progress_fn: ProgressFn | None = None
     """Called with each iteration's figures (host floats)."""
+    policy_fn: PolicyFn | None = None
+    """Called with (iterations done, the current policy) every `policy_every` iterations and after the last
+    one: an evaluation during training, say. Its time counts in `time_s`, not in `s_per_iteration`. The
+    fused path only (`boxjax.rl.ppo.train`); the CPU workers keep their policy in the learner processes."""
+    policy_every: int = 1
+    """Iterations between `policy_fn` calls."""
     checkpoint_dir: str | None = None
     """Where checkpoints go: every `checkpoint_every` iterations and at the end."""
     checkpoint_every: int = 50
@@ -64,6 +73,8 @@ class RunOptions:
             raise ValueError(f"RunOptions.iterations must be >= 0, got {self.iterations}")
         if self.checkpoint_every <= 0:
             raise ValueError(f"RunOptions.checkpoint_every must be positive, got {self.checkpoint_every}")
+        if self.policy_every <= 0:
+            raise ValueError(f"RunOptions.policy_every must be positive, got {self.policy_every}")
         if self.max_skipped_updates <= 0:
             raise ValueError(
                 f"RunOptions.max_skipped_updates must be positive, got {self.max_skipped_updates}"
@@ -182,8 +193,13 @@ def drive(
     first: int,
     steps_per_update: int,
     stamps: Stamps,
+    policy: Callable[[], Any] | None = None,
 ) -> Outcome:
-    """Run iterations from `first` completed ones until `options` says stop (see the module docstring)."""
+    """Run iterations from `first` completed ones until `options` says stop (see the module docstring);
+    `policy()` gives the current policy for `options.policy_fn` (a path without it refuses that option)."""
+    if options.policy_fn is not None and policy is None:
+        raise ValueError("RunOptions.policy_fn: this training path cannot hand its policy over")
+    handed = first
     monitor = guard.Guard(options.max_skipped_updates, options.stop_on_nan)
     outcome = Outcome(history=[], done=first, solved_at_s=None, stopped_by=None)
     saved = first
@@ -198,6 +214,9 @@ def drive(
             outcome.history.append(figures)
             if options.progress_fn:
                 options.progress_fn(figures)
+            if options.policy_fn and outcome.done % options.policy_every == 0:
+                options.policy_fn(outcome.done, policy())
+                handed = outcome.done
             error = report(figures, monitor, options.stop_on_overflow, steps_per_update)
             due = outcome.done % options.checkpoint_every == 0 or error is not None or bool(stop)
             if options.checkpoint_dir and due and save(outcome.done):
@@ -217,6 +236,8 @@ def drive(
                 break
     if options.checkpoint_dir and outcome.done > saved:
         save(outcome.done)
+    if options.policy_fn and outcome.done > handed:
+        options.policy_fn(outcome.done, policy())
     summary = caps_summary(outcome.history)
     if summary:
         print(summary, flush=True)

@@ -300,11 +300,15 @@ def train(
       the final policy and the list of per-iteration figures.
     """
     result, history = train_run(env, config, key, options, env_params=env_params, **fields)
-    ts = result.train_state
-    policy = Policy(params=ts.params, normalizer=ts.normalizer)
-    if len(ts.iteration.sharding.device_set) > 1:
+    return policy_of(result.train_state), history
+
+
+def policy_of(train_state: TrainState) -> Policy:
+    """The policy a train state holds (on the first device when sharded)."""
+    policy = Policy(params=train_state.params, normalizer=train_state.normalizer)
+    if len(train_state.iteration.sharding.device_set) > 1:
         policy = sharding.DataParallel.first_device(policy)
-    return policy, history
+    return policy
 
 
 def train_run(
@@ -344,7 +348,7 @@ def train_run(
 
     first = int(run.train_state.iteration)
     steps_per_update = config.num_epochs * config.num_minibatches
-    outcome = loop.drive(run.next_iteration, save, options, first, steps_per_update, stamps)
+    outcome = loop.drive(run.next_iteration, save, options, first, steps_per_update, stamps, run.policy)
     result = TrainResult(run.train_state, run.rollout_state, outcome.solved_at_s, outcome.stopped_by)
     return result, outcome.history
 
@@ -358,6 +362,11 @@ class _FusedRun:
     batch_size: int
     train_state: TrainState
     rollout_state: RolloutState
+
+    def policy(self) -> Policy:
+        """A copy of the current policy (`policy_of` the train state): the next iteration donates the
+        train state's buffers, so a reference would be deleted under whoever kept it."""
+        return jax.tree.map(lambda x: jnp.array(x, copy=True), policy_of(self.train_state))
 
     def next_iteration(self) -> tuple[int, dict[str, float]]:
         """One jitted iteration; (iterations done, its figures as host floats)."""

@@ -1,0 +1,388 @@
+"""Brax PPO against boxjax PPO on one MuJoCo Playground environment, one after the other in one process:
+
+    python experiments/compare_brax.py ENV --steps N [--platform gpu] [--evals 10] [--seed 0]
+        [--brax KEY=VALUE ...] [--ppo FIELD=VALUE ...] [--env-config KEY=VALUE ...] [--order brax,boxjax]
+
+ENV is a Playground environment (`mujoco_playground.registry.ALL_ENVS`, e.g. CheetahRun, HumanoidWalk).
+Brax trains it with the Playground's published PPO configuration for it (`brax_ppo_config` of its suite,
+`num_timesteps` set to N and `num_evals` to --evals; `--brax` changes any of its keys), wrapped as the
+Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's
+episode wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with
+the `PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch,
+passes over each sample, learning rate, entropy weight, discount, GAE, clip, reward scale, observation and
+advantage normalisation and network widths (SiLU, Brax's swish, in both). Not matched: Brax collects
+`batch_size * num_minibatches / num_envs` unrolls per update (16 in the DM Control configuration), boxjax
+one; Brax's policy is a tanh-squashed normal, boxjax's a clipped one; Brax's `max_grad_norm` None means no
+clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top
+(the rows name every override).
+
+Both are evaluated the same way at the same spacing (every N / evals steps): 128 episodes of the full
+length with the policy's mean action (Brax's evaluator with `deterministic_eval=True`, `boxjax.rl.ppo.
+evaluate`). Training time is each framework's own time in training (Brax's `training/walltime`, boxjax's
+summed `s_per_iteration`; evaluations left out of both; the first epoch or iteration includes compiling).
+Steady steps/s is from the second evaluation point to the last; set-up is from the run's start to the end
+of its first training epoch (iteration), evaluations left out. Rows: `results/bench/compare-DEVICE-DATE.jsonl`
+(`framework` brax|boxjax); the curves: `--plot` (default results/bench/compare-ENV-DATE.png) and the same
+path with `.json`. The second framework finds the compile caches the first left (Warp's kernels of the
+environment, say): say which ran first (`--order`), and compare set-up as such.
+
+Needs the `compare` extra (`pip install -e .[compare]`: brax and playground, pinned). Brax 0.14.2 (the
+newest) still calls `jax.device_put_replicated` / `jax.device_put_sharded`, which JAX 0.10 removed:
+`brax_compat` puts them back, as JAX's pmap migration guide replaces them (one `device_put` onto a mesh
+of the devices, sharded along a new leading axis), only where JAX lacks them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import datetime
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _cli  # noqa: E402
+
+EVAL_EPISODES = 128
+"""Episodes per evaluation point, both frameworks (Brax's default `num_eval_envs`)."""
+BRAX_NETWORK_DEFAULTS = {"policy_hidden_layer_sizes": (32,) * 4, "value_hidden_layer_sizes": (256,) * 5}
+"""`brax.training.agents.ppo.networks.make_ppo_networks`' widths when a configuration names none (brax
+0.14.2; `tests/test_compare_brax.py` checks them against the installed Brax)."""
+NO_CLIP = 1e9
+"""boxjax's `max_grad_norm` for Brax's None (no gradient clip)."""
+FRAMEWORKS = ("brax", "boxjax")
+
+
+@dataclasses.dataclass
+class Curve:
+    """One framework's run: its evaluation points and timings."""
+
+    framework: str
+    points: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)
+    """(environment steps, training seconds, mean evaluation return) per evaluation point."""
+    setup_s: float = math.nan
+    """Run start to the end of the first training epoch (iteration), evaluations left out."""
+    wall_s: float = math.nan
+    """Run start to end, evaluations left out."""
+    nonfinite: int = 0
+    """Worlds reset as non-finite during training (boxjax counts them; Brax does not)."""
+
+    def steady_steps_per_s(self) -> float:
+        """Environment steps per training second from the second evaluation point after the start to the
+        last (the first training epoch, with its compiling, left out)."""
+        trained = [p for p in self.points if p[0] > 0]
+        if len(trained) < 2:
+            raise ValueError(f"{self.framework}: steady steps/s needs 2 evaluation points after the start")
+        (s0, t0, _), (s1, t1, _) = trained[0], trained[-1]
+        return (s1 - s0) / (t1 - t0)
+
+
+def override(config: Any, pairs: list[str], what: str) -> None:
+    """Set `KEY=VALUE` pairs (Python literals, else strings) on a ConfigDict; an unknown key is named."""
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or key not in config:
+            raise ValueError(
+                f"bad {what} override {pair!r}: expected KEY=VALUE with a key of {sorted(config)}"
+            )
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        config[key] = value
+
+
+def brax_compat() -> list[str]:
+    """Put back the `jax.device_put_replicated` and `jax.device_put_sharded` that Brax calls, where this JAX
+    has removed them; returns the names put back."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def sharded(values: list[Any], devices: list[Any]) -> Any:
+        mesh = jax.sharding.Mesh(np.asarray(devices), ("devices",))
+        along = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
+        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *values)
+        return jax.device_put(stacked, along)
+
+    def replicated(value: Any, devices: list[Any]) -> Any:
+        return sharded([value] * len(devices), devices)
+
+    put_back = []
+    for name, fn in (("device_put_replicated", replicated), ("device_put_sharded", sharded)):
+        try:
+            getattr(jax, name)
+        except AttributeError:
+            setattr(jax, name, fn)
+            put_back.append(name)
+    return put_back
+
+
+def published_config(env_name: str) -> Any:
+    """The Playground's published Brax PPO configuration for `env_name` (a copy to change)."""
+    from mujoco_playground import registry
+    from mujoco_playground.config import dm_control_suite_params, locomotion_params, manipulation_params
+
+    suites = (
+        (registry.dm_control_suite.ALL_ENVS, dm_control_suite_params),
+        (registry.locomotion.ALL_ENVS, locomotion_params),
+        (registry.manipulation.ALL_ENVS, manipulation_params),
+    )
+    for names, params in suites:
+        if env_name in names:
+            return params.brax_ppo_config(env_name)
+    raise ValueError(f"unknown Playground environment {env_name!r}; valid: {', '.join(registry.ALL_ENVS)}")
+
+
+def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """The `PPOConfig` matched to a Brax PPO configuration (see the module docstring), then `overrides`."""
+    from boxjax.rl.config import PPOConfig
+
+    networks = {**BRAX_NETWORK_DEFAULTS, **dict(brax.get("network_factory", {}))}
+    schedule = brax.get("learning_rate_schedule")
+    fields = dict(
+        num_envs=brax["num_envs"],
+        unroll_length=brax["unroll_length"],
+        minibatch_size=brax["batch_size"] * brax["unroll_length"],
+        num_epochs=brax["num_updates_per_batch"],
+        learning_rate=brax["learning_rate"],
+        desired_kl=brax.get("desired_kl", 0.01) if schedule == "ADAPTIVE_KL" else 0.0,
+        gamma=brax["discounting"],
+        gae_lambda=brax.get("gae_lambda", 0.95),
+        clip_eps=brax.get("clipping_epsilon", 0.3),
+        entropy_coef=brax["entropy_cost"],
+        max_grad_norm=brax.get("max_grad_norm") or NO_CLIP,
+        reward_scale=brax["reward_scaling"],
+        normalize_observations=brax.get("normalize_observations", False),
+        normalize_advantages=brax.get("normalize_advantage", True),
+        policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
+        value_hidden=tuple(networks["value_hidden_layer_sizes"]),
+    )
+    return PPOConfig(**{**fields, **overrides})
+
+
+def eval_spacing(brax: dict[str, Any]) -> int:
+    """Environment steps between evaluation points (Brax's: `num_timesteps / (num_evals - 1)`)."""
+    if brax["num_evals"] < 3:
+        raise ValueError(f"--evals must be >= 3 (steady steps/s needs two points after the start), got "
+                         f"{brax['num_evals']}")  # fmt: skip
+    return max(1, int(brax["num_timesteps"] // (brax["num_evals"] - 1)))
+
+
+def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
+    """Brax PPO with `brax` (a Playground configuration) on the environment; its evaluation curve."""
+    import functools
+
+    from brax.training.agents.ppo import networks as ppo_networks
+    from brax.training.agents.ppo import train as ppo_train
+    from mujoco_playground import registry, wrapper
+
+    start = time.perf_counter()
+    env = registry.load(env_name, config=env_config)
+    settings = dict(brax)
+    factory = settings.pop("network_factory", None)
+    networks = functools.partial(ppo_networks.make_ppo_networks, **dict(factory or {}))
+    curve, last_eval_s = Curve("brax"), [0.0]
+
+    def progress(steps: int, metrics: dict) -> None:
+        eval_s = float(metrics.get("eval/walltime", 0.0))
+        curve.points.append(
+            (
+                float(steps),
+                float(metrics.get("training/walltime", 0.0)),
+                float(metrics["eval/episode_reward"]),
+            )
+        )
+        if steps > 0 and math.isnan(curve.setup_s):
+            curve.setup_s = time.perf_counter() - start - eval_s
+        last_eval_s[0] = eval_s
+
+    ppo_train.train(
+        environment=env, wrap_env_fn=wrapper.wrap_for_brax_training, network_factory=networks,
+        progress_fn=progress, deterministic_eval=True, num_eval_envs=EVAL_EPISODES, seed=seed, **settings,
+    )  # fmt: skip
+    curve.wall_s = time.perf_counter() - start - last_eval_s[0]
+    return curve
+
+
+def run_boxjax(env_name: str, env_config: Any, brax: dict[str, Any], config: Any, seed: int) -> Curve:
+    """boxjax PPO with `config` on the environment in Brax's episode wrapper; its evaluation curve."""
+    import jax
+    from brax.envs.wrappers import training as brax_wrappers
+    from mujoco_playground import registry
+
+    from boxjax.envs import from_playground
+    from boxjax.rl import ppo
+
+    start = time.perf_counter()
+    episode_steps = brax["episode_length"] // brax["action_repeat"]
+    raw = registry.load(env_name, config=env_config)
+    env = from_playground(brax_wrappers.EpisodeWrapper(raw, brax["episode_length"], brax["action_repeat"]))
+    iterations = math.ceil(brax["num_timesteps"] / config.batch_size)
+    every = max(1, round(eval_spacing(brax) / config.batch_size))
+    curve, trained_s, eval_s = Curve("boxjax"), [0.0], [0.0]
+
+    def progress(figures: dict[str, float]) -> None:
+        trained_s[0] += figures["s_per_iteration"]
+        curve.nonfinite += int(figures.get("env/nonfinite_worlds", 0.0))
+        if figures["iteration"] == 1:
+            curve.setup_s = figures["time_s"]
+
+    def evaluate(done: int, policy: Any) -> None:
+        tick = time.perf_counter()
+        key = jax.random.PRNGKey(seed + 1)
+        result = ppo.evaluate(env, config, policy, key, episodes=EVAL_EPISODES, max_steps=episode_steps)
+        curve.points.append((float(done * config.batch_size), trained_s[0], result.return_mean))
+        eval_s[0] += time.perf_counter() - tick
+
+    options = dict(iterations=iterations, progress_fn=progress, policy_fn=evaluate, policy_every=every)
+    ppo.train(env, config, jax.random.PRNGKey(seed), start_time_s=start, **options)
+    curve.wall_s = time.perf_counter() - start - eval_s[0]
+    return curve
+
+
+def rows(curves: list[Curve], labels: dict[str, Any]) -> list[dict[str, Any]]:
+    """Benchmark rows of each framework: steady steps/s, set-up, training seconds, final evaluation
+    return, non-finite worlds."""
+    out = []
+    for curve in curves:
+        steps, trained_s, final = curve.points[-1]
+        figures = {
+            "steps_per_s": (curve.steady_steps_per_s(), "steps/s"),
+            "setup_s": (curve.setup_s, "s"),
+            "train_s": (trained_s, "s"),
+            "wall_s": (curve.wall_s, "s"),
+            "eval_return": (final, "return"),
+            "env_steps": (steps, "steps"),
+            "nonfinite_worlds": (float(curve.nonfinite), "worlds"),
+        }
+        out += [
+            {"bench": "compare", **labels, "framework": curve.framework, "metric": k, "value": v, "unit": u}
+            for k, (v, u) in figures.items()
+        ]
+    return out
+
+
+def plot(curves: list[Curve], env_name: str, path: str) -> None:
+    """Evaluation return against environment steps and against training seconds, both frameworks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for curve in curves:
+        steps, seconds, returns = zip(*curve.points, strict=True)
+        axes[0].plot(steps, returns, marker="o", label=curve.framework)
+        axes[1].plot(seconds, returns, marker="o", label=curve.framework)
+    for ax, xlabel in zip(axes, ("environment steps", "training seconds"), strict=True):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("evaluation return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{env_name}: Brax PPO and boxjax PPO")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def parser() -> _cli.Parser:
+    """The command line."""
+    p = _cli.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("env", metavar="ENV", help="a MuJoCo Playground environment, e.g. CheetahRun")
+    p.add_argument("--steps", type=int, required=True, help="environment steps each framework trains")
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="gpu", help="where JAX runs")
+    p.add_argument("--evals", type=int, default=10, help="evaluation points, the start included")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--brax", action="append", default=[], metavar="KEY=VALUE", help="a Brax configuration key"
+    )
+    p.add_argument(
+        "--ppo", action="append", default=[], metavar="FIELD=VALUE", help="boxjax PPOConfig on top"
+    )
+    p.add_argument(
+        "--env-config", action="append", default=[], metavar="KEY=VALUE", help="environment config"
+    )
+    p.add_argument("--order", default="brax,boxjax", help="which framework runs first")
+    p.add_argument("--caches", default="as found", help="row label: cold | warm | as found")
+    p.add_argument("--out", default=os.path.join("results", "bench"), help="folder of the rows")
+    p.add_argument("--plot", default=None, help="the curves' PNG (default under --out)")
+    p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train ENV with both frameworks, print the comparison, write its rows and plot."""
+    args = parser().parse_args(argv)
+    order = args.order.split(",")
+    if sorted(order) != sorted(FRAMEWORKS):
+        raise ValueError(f"--order must name brax and boxjax once each, got {args.order!r}")
+    from boxjax import platform
+
+    platform.configure(args.platform, args.cache)
+    shims = brax_compat()
+    import bench
+    from mujoco_playground import registry
+
+    brax = published_config(args.env)
+    brax.num_timesteps, brax.num_evals = args.steps, args.evals
+    override(brax, args.brax, "--brax")
+    env_config = registry.get_default_config(args.env)
+    override(env_config, args.env_config, "--env-config")
+    from boxjax.rl.config import PPOConfig
+
+    config = boxjax_config(brax.to_dict(), _cli.field_values(args.ppo, PPOConfig()))
+    eval_spacing(brax)
+    curves = []
+    for framework in order:
+        print(f"== {framework}: {args.env}, {args.steps:,} steps", flush=True)
+        if framework == "brax":
+            curves.append(run_brax(args.env, env_config, brax, args.seed))
+        else:
+            curves.append(run_boxjax(args.env, env_config, brax.to_dict(), config, args.seed))
+        for steps, seconds, ret in curves[-1].points:
+            print(f"  {steps:>12,.0f} steps  {seconds:8.1f} s  return {ret:9.2f}", flush=True)
+    device = bench.device_name()
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    command = "python experiments/compare_brax.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    labels = {
+        "device": device, "env": args.env, "task": args.env, "body": None, "worlds": config.num_envs,
+        "unroll": config.unroll_length, "steps": args.steps, "order": args.order, "caches": args.caches,
+        "brax_overrides": args.brax, "ppo_overrides": args.ppo, "env_overrides": args.env_config,
+        "brax_shims": shims, "commit": bench.commit(), "date": date,
+        "versions": {**bench.versions(), **compare_versions()}, "command": command,
+    }  # fmt: skip
+    if args.platform == "cpu":
+        labels["cores"] = os.cpu_count()
+    new = rows(curves, labels)
+    os.makedirs(args.out, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
+    path = os.path.join(args.out, f"compare-{slug}-{date[:10]}.jsonl")
+    with open(path, "a") as f:
+        f.writelines(json.dumps(row) + "\n" for row in new)
+    picture = args.plot or os.path.join(args.out, f"compare-{args.env}-{slug}-{date[:10]}.png")
+    plot(curves, args.env, picture)
+    with open(os.path.splitext(picture)[0] + ".json", "w") as f:
+        json.dump({c.framework: c.points for c in curves}, f)
+    for row in new:
+        print(f"{row['framework']:>7} {row['metric']:<17} {row['value']:14,.2f} {row['unit']}")
+    print(f"rows -> {path}; curves -> {picture}")
+    return 0
+
+
+def compare_versions() -> dict[str, str]:
+    """Versions of the `compare` extra's packages."""
+    from importlib import metadata
+
+    return {name: metadata.version(name) for name in ("brax", "playground")}
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cli.run_main(main))

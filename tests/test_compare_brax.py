@@ -1,0 +1,95 @@
+"""The Brax comparison's own parts (experiments/compare_brax.py): the matched config, overrides, the
+evaluation spacing, steady throughput, rows and the plot; Brax itself only where the `compare` extra is
+installed (the whole comparison is a GPU benchmark, not a test)."""
+
+import inspect
+import json
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "experiments"))
+import compare_brax  # noqa: E402
+
+DM_CONTROL = {
+    "num_timesteps": 60_000_000, "num_evals": 10, "reward_scaling": 10.0, "episode_length": 1000,
+    "normalize_observations": True, "action_repeat": 1, "unroll_length": 30, "num_minibatches": 32,
+    "num_updates_per_batch": 16, "discounting": 0.995, "learning_rate": 1e-3, "entropy_cost": 1e-2,
+    "num_envs": 2048, "batch_size": 1024, "num_resets_per_eval": 10,
+}  # fmt: skip
+"""The Playground's published DM Control Suite configuration (playground 0.2.0)."""
+
+
+def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top():
+    config = compare_brax.boxjax_config(DM_CONTROL, {})
+    assert (config.num_envs, config.unroll_length, config.minibatch_size) == (2048, 30, 30_720)
+    assert (config.num_epochs, config.learning_rate, config.desired_kl) == (16, 1e-3, 0.0)
+    assert (config.gamma, config.entropy_coef, config.reward_scale, config.clip_eps) == (
+        0.995,
+        0.01,
+        10.0,
+        0.3,
+    )
+    assert config.max_grad_norm == compare_brax.NO_CLIP and config.normalize_observations
+    assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5)
+    # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
+    assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
+        16 * 32 / (1024 * 32 * 30)
+    )
+    named = {**DM_CONTROL, "network_factory": {"policy_hidden_layer_sizes": (128, 128)}, "max_grad_norm": 1.0,
+             "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.02}  # fmt: skip
+    config = compare_brax.boxjax_config(named, {"init_log_std": -1.0})
+    assert (config.policy_hidden, config.value_hidden) == ((128, 128), (256,) * 5)
+    assert (config.max_grad_norm, config.desired_kl, config.init_log_std) == (1.0, 0.02, -1.0)
+
+
+def test_overrides_parse_literals_and_name_an_unknown_key():
+    config = {"num_envs": 2048, "impl": "warp"}
+    compare_brax.override(config, ["num_envs=16", "impl=jax"], "--brax")
+    assert config == {"num_envs": 16, "impl": "jax"}
+    with pytest.raises(ValueError, match=r"bad --env-config override 'nope=1'.*\['impl', 'num_envs'\]"):
+        compare_brax.override(config, ["nope=1"], "--env-config")
+
+
+def test_evaluation_spacing_and_steady_throughput_leave_the_first_epoch_out():
+    assert compare_brax.eval_spacing(DM_CONTROL) == 60_000_000 // 9
+    with pytest.raises(ValueError, match="--evals must be >= 3"):
+        compare_brax.eval_spacing({**DM_CONTROL, "num_evals": 2})
+    curve = compare_brax.Curve(
+        "brax", points=[(0, 0.0, 1.0), (100, 50.0, 2.0), (300, 52.0, 3.0), (500, 54.0, 4.0)]
+    )
+    assert curve.steady_steps_per_s() == pytest.approx(400 / 4.0)  # the compile-heavy first epoch left out
+    with pytest.raises(ValueError, match="boxjax: steady steps/s needs 2 evaluation points"):
+        compare_brax.Curve("boxjax", points=[(0, 0.0, 1.0), (100, 5.0, 2.0)]).steady_steps_per_s()
+
+
+def test_rows_name_each_framework_and_the_plot_is_written(tmp_path):
+    curves = [
+        compare_brax.Curve("brax", [(0, 0.0, 1.0), (10, 5.0, 2.0), (20, 6.0, 3.0)], setup_s=9.0, wall_s=12.0),
+        compare_brax.Curve("boxjax", [(10, 4.0, 2.5), (20, 4.5, 3.5)], setup_s=7.0, wall_s=8.0, nonfinite=2),
+    ]
+    rows = compare_brax.rows(curves, {"env": "E", "device": "d", "commit": "c"})
+    got = {(r["framework"], r["metric"]): r["value"] for r in rows}
+    assert got[("brax", "steps_per_s")] == 10.0 and got[("boxjax", "steps_per_s")] == 20.0
+    assert got[("boxjax", "eval_return")] == 3.5 and got[("boxjax", "nonfinite_worlds")] == 2.0
+    assert got[("brax", "setup_s")] == 9.0 and all(r["env"] == "E" and r["commit"] == "c" for r in rows)
+    json.dumps(rows)
+    compare_brax.plot(curves, "E", str(tmp_path / "curves.png"))
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_with_brax_installed_its_network_defaults_and_the_jax_shims_hold():
+    networks = pytest.importorskip(
+        "brax.training.agents.ppo.networks", reason="the compare extra is not installed"
+    )
+    defaults = inspect.signature(networks.make_ppo_networks).parameters
+    for name, want in compare_brax.BRAX_NETWORK_DEFAULTS.items():
+        assert tuple(defaults[name].default) == want
+    import jax
+    import numpy as np
+
+    compare_brax.brax_compat()
+    stacked = jax.device_put_replicated({"w": np.arange(3.0)}, jax.devices()[:1])
+    assert stacked["w"].shape == (1, 3) and not math.isnan(float(stacked["w"].sum()))
