@@ -337,3 +337,19 @@ def test_rows_name_the_commit_of_this_checkout_or_the_one_stated(monkeypatch):
     assert found == "unknown" or len(found.removesuffix("+dirty")) == 40
     monkeypatch.setenv("BOXJAX_COMMIT", "0123abc")
     assert bench.commit() == "0123abc"
+
+
+def test_every_kept_benchmark_row_names_its_device_body_task_worlds_and_commit():
+    rows_dir = os.path.join(os.path.dirname(__file__), "..", "results", "bench")
+    files = sorted(f for f in os.listdir(rows_dir) if f.endswith(".jsonl"))
+    assert files
+    for name in files:
+        with open(os.path.join(rows_dir, name)) as f:
+            for number, line in enumerate(f, 1):
+                row = json.loads(line)
+                missing = [k for k in ("device", "body", "task", "worlds", "commit") if k not in row]
+                assert not missing, f"{name}:{number} lacks {missing}"
+                # rows from before commits were recorded name the commit that added them instead
+                assert row["commit"] != "unrecorded" or len(row.get("recorded_in", "")) == 7, (
+                    f"{name}:{number}"
+                )
