@@ -16,15 +16,17 @@ one; Brax's policy is a tanh-squashed normal, boxjax's a clipped one; Brax's `ma
 clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top
 (the rows name every override).
 
-Both are evaluated the same way at the same spacing (every N / evals steps): 128 episodes of the full
+Both are evaluated the same way at the same spacing (every N / (evals - 1) steps): 128 episodes of the full
 length with the policy's mean action (Brax's evaluator with `deterministic_eval=True`, `boxjax.rl.ppo.
 evaluate`). Training time is each framework's own time in training (Brax's `training/walltime`, boxjax's
 summed `s_per_iteration`; evaluations left out of both; the first epoch or iteration includes compiling).
-Steady steps/s is from the second evaluation point to the last; set-up is from the run's start to the end
-of its first training epoch (iteration), evaluations left out. Rows: `results/bench/compare-DEVICE-DATE.jsonl`
-(`framework` brax|boxjax); the curves: `--plot` (default results/bench/compare-ENV-DATE.png) and the same
-path with `.json`. The second framework finds the compile caches the first left (Warp's kernels of the
-environment, say): say which ran first (`--order`), and compare set-up as such.
+Steady steps/s is from the first evaluation point after the start to the last; set-up is the time from the
+run's start to the end of its first training epoch (Brax) or iteration (boxjax), evaluations left out, less
+what its steps take at the steady rate (so a Brax epoch of many updates and one boxjax iteration compare).
+Rows: `results/bench/compare-DEVICE-DATE.jsonl` (`framework` brax|boxjax); the curves: `--plot` (default
+results/bench/compare-ENV-DEVICE-DATE.png) and the same path with `.json`. The second framework finds the
+compile caches the first left (Warp's kernels of the environment, say): say which ran first (`--order`),
+and compare set-up as such.
 
 Needs the `compare` extra (`pip install -e .[compare]`: brax and playground, pinned). Brax 0.14.2 (the
 newest) still calls `jax.device_put_replicated` / `jax.device_put_sharded`, which JAX 0.10 removed:
@@ -66,8 +68,10 @@ class Curve:
     framework: str
     points: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)
     """(environment steps, training seconds, mean evaluation return) per evaluation point."""
-    setup_s: float = math.nan
+    first_s: float = math.nan
     """Run start to the end of the first training epoch (iteration), evaluations left out."""
+    first_steps: float = math.nan
+    """Environment steps by then."""
     wall_s: float = math.nan
     """Run start to end, evaluations left out."""
     nonfinite: int = 0
@@ -81,6 +85,10 @@ class Curve:
             raise ValueError(f"{self.framework}: steady steps/s needs 2 evaluation points after the start")
         (s0, t0, _), (s1, t1, _) = trained[0], trained[-1]
         return (s1 - s0) / (t1 - t0)
+
+    def setup_s(self) -> float:
+        """`first_s` less the time its steps take at the steady rate: start-up and compiling."""
+        return self.first_s - self.first_steps / self.steady_steps_per_s()
 
 
 def override(config: Any, pairs: list[str], what: str) -> None:
@@ -199,8 +207,8 @@ def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
                 float(metrics["eval/episode_reward"]),
             )
         )
-        if steps > 0 and math.isnan(curve.setup_s):
-            curve.setup_s = time.perf_counter() - start - eval_s
+        if steps > 0 and math.isnan(curve.first_s):
+            curve.first_s, curve.first_steps = time.perf_counter() - start - eval_s, float(steps)
         last_eval_s[0] = eval_s
 
     ppo_train.train(
@@ -224,21 +232,22 @@ def run_boxjax(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     episode_steps = brax["episode_length"] // brax["action_repeat"]
     raw = registry.load(env_name, config=env_config)
     env = from_playground(brax_wrappers.EpisodeWrapper(raw, brax["episode_length"], brax["action_repeat"]))
-    iterations = math.ceil(brax["num_timesteps"] / config.batch_size)
-    every = max(1, round(eval_spacing(brax) / config.batch_size))
+    steps_per_iteration = config.batch_size * brax["action_repeat"]  # environment steps, as Brax counts
+    iterations = math.ceil(brax["num_timesteps"] / steps_per_iteration)
+    every = max(1, round(eval_spacing(brax) / steps_per_iteration))
     curve, trained_s, eval_s = Curve("boxjax"), [0.0], [0.0]
 
     def progress(figures: dict[str, float]) -> None:
         trained_s[0] += figures["s_per_iteration"]
         curve.nonfinite += int(figures.get("env/nonfinite_worlds", 0.0))
         if figures["iteration"] == 1:
-            curve.setup_s = figures["time_s"]
+            curve.first_s, curve.first_steps = figures["time_s"], float(steps_per_iteration)
 
     def evaluate(done: int, policy: Any) -> None:
         tick = time.perf_counter()
         key = jax.random.PRNGKey(seed + 1)
         result = ppo.evaluate(env, config, policy, key, episodes=EVAL_EPISODES, max_steps=episode_steps)
-        curve.points.append((float(done * config.batch_size), trained_s[0], result.return_mean))
+        curve.points.append((float(done * steps_per_iteration), trained_s[0], result.return_mean))
         eval_s[0] += time.perf_counter() - tick
 
     options = dict(iterations=iterations, progress_fn=progress, policy_fn=evaluate, policy_every=every)
@@ -255,7 +264,7 @@ def rows(curves: list[Curve], labels: dict[str, Any]) -> list[dict[str, Any]]:
         steps, trained_s, final = curve.points[-1]
         figures = {
             "steps_per_s": (curve.steady_steps_per_s(), "steps/s"),
-            "setup_s": (curve.setup_s, "s"),
+            "setup_s": (curve.setup_s(), "s"),
             "train_s": (trained_s, "s"),
             "wall_s": (curve.wall_s, "s"),
             "eval_return": (final, "return"),

@@ -67,14 +67,20 @@ def test_evaluation_spacing_and_steady_throughput_leave_the_first_epoch_out():
 
 def test_rows_name_each_framework_and_the_plot_is_written(tmp_path):
     curves = [
-        compare_brax.Curve("brax", [(0, 0.0, 1.0), (10, 5.0, 2.0), (20, 6.0, 3.0)], setup_s=9.0, wall_s=12.0),
-        compare_brax.Curve("boxjax", [(10, 4.0, 2.5), (20, 4.5, 3.5)], setup_s=7.0, wall_s=8.0, nonfinite=2),
+        compare_brax.Curve(
+            "brax", [(0, 0.0, 1.0), (10, 5.0, 2.0), (20, 6.0, 3.0)], first_s=9.0, first_steps=10
+        ),
+        compare_brax.Curve(
+            "boxjax", [(10, 4.0, 2.5), (20, 4.5, 3.5)], first_s=7.0, first_steps=2, nonfinite=2
+        ),
     ]
     rows = compare_brax.rows(curves, {"env": "E", "device": "d", "commit": "c"})
     got = {(r["framework"], r["metric"]): r["value"] for r in rows}
     assert got[("brax", "steps_per_s")] == 10.0 and got[("boxjax", "steps_per_s")] == 20.0
     assert got[("boxjax", "eval_return")] == 3.5 and got[("boxjax", "nonfinite_worlds")] == 2.0
-    assert got[("brax", "setup_s")] == 9.0 and all(r["env"] == "E" and r["commit"] == "c" for r in rows)
+    # set-up: the first epoch's (iteration's) time less its steps at the steady rate
+    assert got[("brax", "setup_s")] == 9.0 - 10 / 10.0 and got[("boxjax", "setup_s")] == 7.0 - 2 / 20.0
+    assert all(r["env"] == "E" and r["commit"] == "c" for r in rows)
     json.dumps(rows)
     compare_brax.plot(curves, "E", str(tmp_path / "curves.png"))
     assert (tmp_path / "curves.png").stat().st_size > 1000
