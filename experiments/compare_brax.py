@@ -290,6 +290,7 @@ def plot(curves: list[Curve], env_name: str, path: str) -> None:
         steps, seconds, returns = zip(*curve.points, strict=True)
         axes[0].plot(steps, returns, marker="o", label=curve.framework)
         axes[1].plot(seconds, returns, marker="o", label=curve.framework)
+    axes[0].ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     for ax, xlabel in zip(axes, ("environment steps", "training seconds"), strict=True):
         ax.set_xlabel(xlabel)
         ax.set_ylabel("evaluation return")
