@@ -10,13 +10,17 @@ Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same 
 episode wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with
 the `PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch,
 passes over each sample, learning rate, entropy weight, discount, GAE, clip, reward scale, observation and
-advantage normalisation and network widths (SiLU, Brax's swish, in both). Not matched: Brax collects
-`batch_size * num_minibatches / num_envs` unrolls per update (16 in the DM Control configuration), boxjax
-one; Brax's policy is a tanh-squashed normal, boxjax's a clipped one; Brax's `max_grad_norm` None means no
-clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top
-(the rows name every override).
+advantage normalisation and network widths (SiLU, Brax's swish, in both), one device each (Brax with
+`max_devices_per_host=1`). Not matched: Brax collects `batch_size * num_minibatches / num_envs` unrolls per
+update (16 in the DM Control configuration), boxjax one; Brax recomputes GAE with the current value network
+at every minibatch, boxjax once per iteration; Brax's policy is a tanh-squashed normal starting near std 0.69,
+boxjax's a clipped normal starting at `init_log_std` (std 0.50 by default); Brax resets finished worlds to a
+cached first state, boxjax to states drawn once per iteration; Brax's `max_grad_norm` None means no clip,
+boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top (the rows name
+every override).
 
-Both are evaluated the same way at the same spacing (every N / (evals - 1) steps): 128 episodes of the full
+Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
+are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
 length with the policy's mean action (Brax's evaluator with `deterministic_eval=True`, `boxjax.rl.ppo.
 evaluate`). Training time is each framework's own time in training (Brax's `training/walltime`, boxjax's
 summed `s_per_iteration`; evaluations left out of both; the first epoch or iteration includes compiling).
@@ -91,14 +95,14 @@ class Curve:
         return self.first_s - self.first_steps / self.steady_steps_per_s()
 
 
-def override(config: Any, pairs: list[str], what: str) -> None:
-    """Set `KEY=VALUE` pairs (Python literals, else strings) on a ConfigDict; an unknown key is named."""
+def override(config: Any, pairs: list[str], what: str, also: tuple[str, ...] = ()) -> None:
+    """Set `KEY=VALUE` pairs (Python literals, else strings) on a ConfigDict, its keys or those in `also`;
+    an unknown key is named."""
     for pair in pairs:
         key, sep, text = pair.partition("=")
-        if not sep or key not in config:
-            raise ValueError(
-                f"bad {what} override {pair!r}: expected KEY=VALUE with a key of {sorted(config)}"
-            )
+        if not sep or (key not in config and key not in also):
+            valid = sorted({*config, *also})
+            raise ValueError(f"bad {what} override {pair!r}: expected KEY=VALUE with a key of {valid}")
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
@@ -110,13 +114,12 @@ def brax_compat() -> list[str]:
     """Put back the `jax.device_put_replicated` and `jax.device_put_sharded` that Brax calls, where this JAX
     has removed them; returns the names put back."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     def sharded(values: list[Any], devices: list[Any]) -> Any:
         mesh = jax.sharding.Mesh(np.asarray(devices), ("devices",))
         along = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
-        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *values)
+        stacked = jax.tree.map(lambda *leaves: np.stack([np.asarray(x) for x in leaves]), *values)
         return jax.device_put(stacked, along)
 
     def replicated(value: Any, devices: list[Any]) -> Any:
@@ -130,6 +133,15 @@ def brax_compat() -> list[str]:
             setattr(jax, name, fn)
             put_back.append(name)
     return put_back
+
+
+def brax_train_arguments() -> tuple[str, ...]:
+    """The keyword arguments of Brax's `ppo.train`: what `--brax` may set besides the configuration's."""
+    import inspect
+
+    from brax.training.agents.ppo import train as ppo_train
+
+    return tuple(inspect.signature(ppo_train.train).parameters)
 
 
 def published_config(env_name: str) -> Any:
@@ -153,13 +165,17 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
     from boxjax.rl.config import PPOConfig
 
     networks = {**BRAX_NETWORK_DEFAULTS, **dict(brax.get("network_factory", {}))}
-    schedule = brax.get("learning_rate_schedule")
+    schedule = getattr(brax.get("learning_rate_schedule"), "value", brax.get("learning_rate_schedule"))
     fields = dict(
         num_envs=brax["num_envs"],
         unroll_length=brax["unroll_length"],
         minibatch_size=brax["batch_size"] * brax["unroll_length"],
         num_epochs=brax["num_updates_per_batch"],
         learning_rate=brax["learning_rate"],
+        learning_rate_bounds=(
+            brax.get("learning_rate_schedule_min_lr", 1e-5),
+            brax.get("learning_rate_schedule_max_lr", 1e-2),
+        ),
         desired_kl=brax.get("desired_kl", 0.01) if schedule == "ADAPTIVE_KL" else 0.0,
         gamma=brax["discounting"],
         gae_lambda=brax.get("gae_lambda", 0.95),
@@ -175,12 +191,46 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
     return PPOConfig(**{**fields, **overrides})
 
 
-def eval_spacing(brax: dict[str, Any]) -> int:
-    """Environment steps between evaluation points (Brax's: `num_timesteps / (num_evals - 1)`)."""
+def brax_schedule(brax: dict[str, Any]) -> tuple[int, int]:
+    """(environment steps between evaluation points, environment steps in all) as Brax's PPO runs them:
+    `num_evals - 1` periods of whole training steps (`batch_size * unroll_length * num_minibatches *
+    action_repeat` steps each), `num_timesteps` rounded up to fill them."""
     if brax["num_evals"] < 3:
         raise ValueError(f"--evals must be >= 3 (steady steps/s needs two points after the start), got "
                          f"{brax['num_evals']}")  # fmt: skip
-    return max(1, int(brax["num_timesteps"] // (brax["num_evals"] - 1)))
+    per_update = brax["batch_size"] * brax["unroll_length"] * brax["num_minibatches"] * brax["action_repeat"]
+    periods, resets = brax["num_evals"] - 1, max(brax.get("num_resets_per_eval", 0), 1)
+    updates = math.ceil(brax["num_timesteps"] / (periods * per_update * resets))
+    spacing = updates * per_update * resets
+    return spacing, spacing * periods
+
+
+def boxjax_schedule(brax: dict[str, Any], config: Any) -> tuple[int, int, int]:
+    """(environment steps per boxjax iteration, iterations in all, iterations between evaluations): the
+    same steps and evaluation points as Brax's (`brax_schedule`), or an error naming the mismatch."""
+    per_iteration = config.batch_size * brax["action_repeat"]  # environment steps, as Brax counts them
+    spacing, total = brax_schedule(brax)
+    if spacing % per_iteration:
+        raise ValueError(
+            f"Brax evaluates every {spacing:,} environment steps, not a multiple of boxjax's "
+            f"{per_iteration:,} per iteration (num_envs x unroll_length x action_repeat): change --steps "
+            "or the sizes"
+        )
+    return per_iteration, total // per_iteration, spacing // per_iteration
+
+
+def observations_are_flat(env: Any) -> None:
+    """Refuse an environment whose observations are a dict (boxjax's PPO takes one vector)."""
+    if not isinstance(env.observation_size, int):
+        raise ValueError(
+            f"the environment's observations are a dict ({env.observation_size}); boxjax PPO takes one vector"
+        )
+
+
+def eval_episodes(brax: dict[str, Any]) -> int:
+    """Episodes per evaluation point, both frameworks: the configuration's `num_eval_envs`, else
+    `EVAL_EPISODES`."""
+    return int(brax.get("num_eval_envs", EVAL_EPISODES))
 
 
 def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
@@ -194,6 +244,7 @@ def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
     start = time.perf_counter()
     env = registry.load(env_name, config=env_config)
     settings = dict(brax)
+    settings.pop("num_eval_envs", None)  # both frameworks evaluate `eval_episodes(brax)` episodes
     factory = settings.pop("network_factory", None)
     networks = functools.partial(ppo_networks.make_ppo_networks, **dict(factory or {}))
     curve, last_eval_s = Curve("brax"), [0.0]
@@ -213,7 +264,8 @@ def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
 
     ppo_train.train(
         environment=env, wrap_env_fn=wrapper.wrap_for_brax_training, network_factory=networks,
-        progress_fn=progress, deterministic_eval=True, num_eval_envs=EVAL_EPISODES, seed=seed, **settings,
+        progress_fn=progress, deterministic_eval=True, num_eval_envs=eval_episodes(brax), seed=seed,
+        max_devices_per_host=1, **settings,
     )  # fmt: skip
     curve.wall_s = time.perf_counter() - start - last_eval_s[0]
     return curve
@@ -232,9 +284,7 @@ def run_boxjax(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     episode_steps = brax["episode_length"] // brax["action_repeat"]
     raw = registry.load(env_name, config=env_config)
     env = from_playground(brax_wrappers.EpisodeWrapper(raw, brax["episode_length"], brax["action_repeat"]))
-    steps_per_iteration = config.batch_size * brax["action_repeat"]  # environment steps, as Brax counts
-    iterations = math.ceil(brax["num_timesteps"] / steps_per_iteration)
-    every = max(1, round(eval_spacing(brax) / steps_per_iteration))
+    steps_per_iteration, iterations, every = boxjax_schedule(brax, config)
     curve, trained_s, eval_s = Curve("boxjax"), [0.0], [0.0]
 
     def progress(figures: dict[str, float]) -> None:
@@ -246,7 +296,7 @@ def run_boxjax(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     def evaluate(done: int, policy: Any) -> None:
         tick = time.perf_counter()
         key = jax.random.PRNGKey(seed + 1)
-        result = ppo.evaluate(env, config, policy, key, episodes=EVAL_EPISODES, max_steps=episode_steps)
+        result = ppo.evaluate(env, config, policy, key, episodes=eval_episodes(brax), max_steps=episode_steps)
         curve.points.append((float(done * steps_per_iteration), trained_s[0], result.return_mean))
         eval_s[0] += time.perf_counter() - tick
 
@@ -343,13 +393,14 @@ def main(argv: list[str] | None = None) -> int:
 
     brax = published_config(args.env)
     brax.num_timesteps, brax.num_evals = args.steps, args.evals
-    override(brax, args.brax, "--brax")
+    override(brax, args.brax, "--brax", brax_train_arguments())
     env_config = registry.get_default_config(args.env)
     override(env_config, args.env_config, "--env-config")
     from boxjax.rl.config import PPOConfig
 
     config = boxjax_config(brax.to_dict(), _cli.field_values(args.ppo, PPOConfig()))
-    eval_spacing(brax)
+    boxjax_schedule(brax.to_dict(), config)
+    observations_are_flat(registry.load(args.env, config=env_config))
     curves = []
     for framework in order:
         print(f"== {framework}: {args.env}, {args.steps:,} steps", flush=True)

@@ -73,10 +73,16 @@ def solve_rows(rows: list[dict], labels: dict) -> list[dict]:
     missing = [k for k in REQUIRED_LABELS if k not in labels]
     if missing:
         raise ValueError(f"solve rows need the labels {', '.join(missing)}")
+    if sum("setup_s" in r for r in rows) > 1 or [r["iteration"] for r in rows] != list(
+        range(1, len(rows) + 1)
+    ):
+        raise ValueError(
+            "solve rows need one fresh run (iterations 1, 2, ... from one process), not a resumed one"
+        )
     solved = next((r for r in rows if r.get("solved", 0) > 0.5), None)
     if solved is None:
         raise ValueError(f"the run did not solve in its {len(rows)} iterations: no solve rows")
-    upto = rows[1 : int(solved["iteration"])] or rows[:1]
+    upto = [r for r in rows if 1 < r["iteration"] <= solved["iteration"]] or rows[:1]
     setup = rows[0]["setup_s"]
     setup_key = f"setup_s_{labels['caches']}" if labels["caches"] in ("cold", "warm") else "setup_s"
     figures = {
@@ -102,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.rows:
         if len(args.runs) != 1:
             p.error("--rows takes one run")
+        bad = [label for label in args.label if "=" not in label]
+        if bad:
+            p.error(f"--label takes KEY=VALUE, got {bad}")
         labels = dict(label.split("=", 1) for label in args.label)
         for key in ("worlds", "unroll", "seed"):
             if key in labels:

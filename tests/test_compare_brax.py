@@ -34,15 +34,22 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     )
     assert config.max_grad_norm == compare_brax.NO_CLIP and config.normalize_observations
     assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5)
+    assert (config.gae_lambda, config.normalize_advantages, config.learning_rate_bounds) == (
+        0.95,
+        True,
+        (1e-5, 1e-2),
+    )
     # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
         16 * 32 / (1024 * 32 * 30)
     )
     named = {**DM_CONTROL, "network_factory": {"policy_hidden_layer_sizes": (128, 128)}, "max_grad_norm": 1.0,
-             "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.02}  # fmt: skip
+             "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.02, "gae_lambda": 0.9,
+             "normalize_advantage": False}  # fmt: skip
     config = compare_brax.boxjax_config(named, {"init_log_std": -1.0})
     assert (config.policy_hidden, config.value_hidden) == ((128, 128), (256,) * 5)
     assert (config.max_grad_norm, config.desired_kl, config.init_log_std) == (1.0, 0.02, -1.0)
+    assert (config.gae_lambda, config.normalize_advantages) == (0.9, False)
 
 
 def test_overrides_parse_literals_and_name_an_unknown_key():
@@ -51,12 +58,30 @@ def test_overrides_parse_literals_and_name_an_unknown_key():
     assert config == {"num_envs": 16, "impl": "jax"}
     with pytest.raises(ValueError, match=r"bad --env-config override 'nope=1'.*\['impl', 'num_envs'\]"):
         compare_brax.override(config, ["nope=1"], "--env-config")
+    compare_brax.override(
+        config, ["max_grad_norm=1.0"], "--brax", also=("max_grad_norm",)
+    )  # a train() argument
+    assert config["max_grad_norm"] == 1.0
 
 
-def test_evaluation_spacing_and_steady_throughput_leave_the_first_epoch_out():
-    assert compare_brax.eval_spacing(DM_CONTROL) == 60_000_000 // 9
+def test_both_train_brax_s_schedule_and_evaluate_at_its_points():
+    # Brax: 9 periods of whole updates of 1,024 x 30 x 32 steps, 10 resets per period: 60 M rounds up
+    per_update = 1024 * 30 * 32
+    spacing, total = compare_brax.brax_schedule(DM_CONTROL)
+    assert spacing == math.ceil(60e6 / (9 * per_update * 10)) * per_update * 10 and total == 9 * spacing
+    assert total == 88_473_600  # not the 60 M asked: Brax fills whole periods
+    config = compare_brax.boxjax_config(DM_CONTROL, {})
+    assert compare_brax.boxjax_schedule(DM_CONTROL, config) == (61_440, total // 61_440, spacing // 61_440)
+    repeat = {**DM_CONTROL, "action_repeat": 4}  # environment steps count the repeat, as Brax's do
+    assert compare_brax.boxjax_schedule(repeat, config)[0] == 4 * 61_440
+    with pytest.raises(ValueError, match="not a multiple of boxjax's 14,336 per iteration"):
+        compare_brax.boxjax_schedule(DM_CONTROL, compare_brax.boxjax_config(DM_CONTROL, {"unroll_length": 7,
+                                     "minibatch_size": 2048 * 7}))  # fmt: skip
     with pytest.raises(ValueError, match="--evals must be >= 3"):
-        compare_brax.eval_spacing({**DM_CONTROL, "num_evals": 2})
+        compare_brax.brax_schedule({**DM_CONTROL, "num_evals": 2})
+
+
+def test_steady_throughput_leaves_the_first_epoch_out():
     curve = compare_brax.Curve(
         "brax", points=[(0, 0.0, 1.0), (100, 50.0, 2.0), (300, 52.0, 3.0), (500, 54.0, 4.0)]
     )
@@ -99,3 +124,27 @@ def test_with_brax_installed_its_network_defaults_and_the_jax_shims_hold():
     compare_brax.brax_compat()
     stacked = jax.device_put_replicated({"w": np.arange(3.0)}, jax.devices()[:1])
     assert stacked["w"].shape == (1, 3) and not math.isnan(float(stacked["w"].sum()))
+
+
+SHARDED_CHECK = """
+import jax, numpy as np, compare_brax
+compare_brax.brax_compat()
+devices = jax.devices()
+assert len(devices) == 2
+placed = [jax.device_put(np.full(3, float(i)), d) for i, d in enumerate(devices)]
+sharded = jax.device_put_sharded(placed, devices)
+replicated = jax.device_put_replicated({"w": np.arange(3.0)}, devices)
+assert sharded.shape == (2, 3) and np.asarray(sharded).tolist() == [[0.0] * 3, [1.0] * 3]
+assert replicated["w"].shape == (2, 3) and len(replicated["w"].sharding.device_set) == 2
+print("ok")
+"""
+
+
+def test_the_jax_shims_place_one_slice_per_device_on_two_devices():
+    import subprocess
+
+    here = os.path.join(os.path.dirname(__file__), "..", "experiments")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", SHARDED_CHECK], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

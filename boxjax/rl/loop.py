@@ -42,7 +42,8 @@ class RunOptions:
     """Called with each iteration's figures (host floats)."""
     policy_fn: PolicyFn | None = None
     """Called with (iterations done, the current policy) every `policy_every` iterations and after the last
-    one: an evaluation during training, say. Its time counts in `time_s`, not in `s_per_iteration`. The
+    one (not after a run stopped by a signal), after that iteration's checkpoint: an evaluation during
+    training, say. Its time counts in `time_s`, not in `s_per_iteration`. The
     fused path only (`boxjax.rl.ppo.train`); the CPU workers keep their policy in the learner processes."""
     policy_every: int = 1
     """Iterations between `policy_fn` calls."""
@@ -214,15 +215,15 @@ def drive(
             outcome.history.append(figures)
             if options.progress_fn:
                 options.progress_fn(figures)
-            if options.policy_fn and outcome.done % options.policy_every == 0:
-                options.policy_fn(outcome.done, policy())
-                handed = outcome.done
             error = report(figures, monitor, options.stop_on_overflow, steps_per_update)
             due = outcome.done % options.checkpoint_every == 0 or error is not None or bool(stop)
             if options.checkpoint_dir and due and save(outcome.done):
                 saved = outcome.done
             if error is not None:
                 raise error
+            if options.policy_fn and not stop and outcome.done % options.policy_every == 0:
+                options.policy_fn(outcome.done, policy())  # after the checkpoint: its failure loses none
+                handed = outcome.done
             if stop:
                 outcome.stopped_by = stop.signal_name
                 written = options.checkpoint_dir if saved == outcome.done else None
@@ -236,7 +237,7 @@ def drive(
                 break
     if options.checkpoint_dir and outcome.done > saved:
         save(outcome.done)
-    if options.policy_fn and outcome.done > handed:
+    if options.policy_fn and outcome.done > handed and outcome.stopped_by is None:
         options.policy_fn(outcome.done, policy())
     summary = caps_summary(outcome.history)
     if summary:
