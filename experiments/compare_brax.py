@@ -82,7 +82,7 @@ class Curve:
     """Worlds reset as non-finite during training (boxjax counts them; Brax does not)."""
 
     def steady_steps_per_s(self) -> float:
-        """Environment steps per training second from the second evaluation point after the start to the
+        """Environment steps per training second from the first evaluation point after the start to the
         last (the first training epoch, with its compiling, left out)."""
         trained = [p for p in self.points if p[0] > 0]
         if len(trained) < 2:
@@ -233,7 +233,7 @@ def eval_episodes(brax: dict[str, Any]) -> int:
     return int(brax.get("num_eval_envs", EVAL_EPISODES))
 
 
-def run_brax(env_name: str, env_config: Any, brax: Any, seed: int) -> Curve:
+def run_brax(env_name: str, env_config: Any, brax: dict[str, Any], seed: int) -> Curve:
     """Brax PPO with `brax` (a Playground configuration) on the environment; its evaluation curve."""
     import functools
 
@@ -398,16 +398,18 @@ def main(argv: list[str] | None = None) -> int:
     override(env_config, args.env_config, "--env-config")
     from boxjax.rl.config import PPOConfig
 
-    config = boxjax_config(brax.to_dict(), _cli.field_values(args.ppo, PPOConfig()))
-    boxjax_schedule(brax.to_dict(), config)
+    settings = brax.to_dict()
+    config = boxjax_config(settings, _cli.field_values(args.ppo, PPOConfig()))
+    boxjax_schedule(settings, config)
+    total_steps = brax_schedule(settings)[1]
     observations_are_flat(registry.load(args.env, config=env_config))
     curves = []
     for framework in order:
-        print(f"== {framework}: {args.env}, {args.steps:,} steps", flush=True)
+        print(f"== {framework}: {args.env}, {total_steps:,} steps ({args.steps:,} asked)", flush=True)
         if framework == "brax":
-            curves.append(run_brax(args.env, env_config, brax, args.seed))
+            curves.append(run_brax(args.env, env_config, settings, args.seed))
         else:
-            curves.append(run_boxjax(args.env, env_config, brax.to_dict(), config, args.seed))
+            curves.append(run_boxjax(args.env, env_config, settings, config, args.seed))
         for steps, seconds, ret in curves[-1].points:
             print(f"  {steps:>12,.0f} steps  {seconds:8.1f} s  return {ret:9.2f}", flush=True)
     device = bench.device_name()
@@ -415,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python experiments/compare_brax.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     labels = {
         "device": device, "env": args.env, "task": args.env, "body": None, "worlds": config.num_envs,
-        "unroll": config.unroll_length, "steps": args.steps, "order": args.order, "caches": args.caches,
+        "unroll": config.unroll_length, "steps": total_steps, "steps_asked": args.steps, "order": args.order,
+        "caches": args.caches,
         "brax_overrides": args.brax, "ppo_overrides": args.ppo, "env_overrides": args.env_config,
         "brax_shims": shims, "commit": bench.commit(), "date": date,
         "versions": {**bench.versions(), **compare_versions()}, "command": command,

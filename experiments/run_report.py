@@ -73,9 +73,8 @@ def solve_rows(rows: list[dict], labels: dict) -> list[dict]:
     missing = [k for k in REQUIRED_LABELS if k not in labels]
     if missing:
         raise ValueError(f"solve rows need the labels {', '.join(missing)}")
-    if sum("setup_s" in r for r in rows) > 1 or [r["iteration"] for r in rows] != list(
-        range(1, len(rows) + 1)
-    ):
+    resumed = sum("setup_s" in r for r in rows) > 1  # each process marks its first row with its set-up
+    if resumed or [r["iteration"] for r in rows] != list(range(1, len(rows) + 1)):
         raise ValueError(
             "solve rows need one fresh run (iterations 1, 2, ... from one process), not a resumed one"
         )
