@@ -231,6 +231,12 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${COMPARE_LIMIT_S:-560}" python3 experiments/compare_brax.py "$env" --steps "$steps" --platform gpu \
       --out "$OUT/bench" "$@" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/compare-$env.txt" | tail -30
     ;;
+  profile)  # profile ENV [profile_ppo.py args]: boxjax's iteration part by part on a Playground environment
+    env=$2; shift 2
+    log "profile $env $*"
+    timeout "${PROFILE_LIMIT_S:-300}" python3 experiments/profile_ppo.py "$env" --platform gpu --out "$OUT/bench" "$@" \
+      2>&1 | grep -v "^Module " | tee -a "$OUT/logs/profile-$env.txt" | tail -12
+    ;;
   bundle)
     bundle "$2"
     ;;
