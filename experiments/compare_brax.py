@@ -241,8 +241,11 @@ def run_brax(env_name: str, env_config: Any, brax: dict[str, Any], seed: int) ->
     from brax.training.agents.ppo import train as ppo_train
     from mujoco_playground import registry, wrapper
 
+    from boxjax.envs.base import quiet_models
+
     start = time.perf_counter()
     env = registry.load(env_name, config=env_config)
+    quiet_models(env)  # the model boxjax steps (`from_playground` quiets it): no device printf per world
     settings = dict(brax)
     settings.pop("num_eval_envs", None)  # both frameworks evaluate `eval_episodes(brax)` episodes
     factory = settings.pop("network_factory", None)

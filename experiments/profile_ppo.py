@@ -8,7 +8,8 @@ configuration, matched by `compare_brax.boxjax_config`). Each part is jitted on 
 of `--repeats`), on the same worlds:
 
 - `physics_steps_per_s`: the bare environment step (Playground `step`, vmapped, `unroll` steps of zero
-  actions, no episode wrapper, no reset): the floor both frameworks share.
+  actions, no episode wrapper, no reset): the floor both frameworks share. Every part steps the quiet
+  model (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 - `brax_env_step_ms` (framework brax): the environment as Brax's PPO steps it
   (`mujoco_playground.wrapper.wrap_for_brax_training`: episode limit and auto-reset to a cached first state).
 - `env_step_ms` (boxjax): the same environment through `boxjax.envs.from_playground` and
@@ -45,6 +46,7 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     from mujoco_playground import registry, wrapper
 
     from boxjax.envs import from_playground
+    from boxjax.envs.base import quiet_models
     from boxjax.envs.wrappers import autoreset_step, batch_reset
     from boxjax.rl import ppo
     from boxjax.rl.rollout import init_rollout, rollout
@@ -60,6 +62,7 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     key = jax.random.PRNGKey(0)
     keys = jax.random.split(key, worlds)
     raw = registry.load(env_name, config=env_config)
+    quiet_models(raw)  # as boxjax's adapter does: no device printf per world (solver caps) in any part
     zeros = jnp.zeros((worlds, raw.action_size), jnp.float32)
     out = []
 
