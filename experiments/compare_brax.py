@@ -6,18 +6,19 @@
 ENV is a Playground environment (`mujoco_playground.registry.ALL_ENVS`, e.g. CheetahRun, HumanoidWalk).
 Brax trains it with the Playground's published PPO configuration for it (`brax_ppo_config` of its suite,
 `num_timesteps` set to N and `num_evals` to --evals; `--brax` changes any of its keys), wrapped as the
-Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's
-episode wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with
-the `PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch,
-passes over each sample, learning rate, entropy weight, discount, GAE, clip, reward scale, observation and
-advantage normalisation and network widths (SiLU, Brax's swish, in both), one device each (Brax with
-`max_devices_per_host=1`). Not matched: Brax collects `batch_size * num_minibatches / num_envs` unrolls per
-update (16 in the DM Control configuration), boxjax one; Brax recomputes GAE with the current value network
-at every minibatch, boxjax once per iteration; Brax's policy is a tanh-squashed normal starting near std 0.69,
-boxjax's a clipped normal starting at `init_log_std` (std 0.50 by default); Brax resets finished worlds to a
-cached first state, boxjax to states drawn once per iteration; Brax's `max_grad_norm` None means no clip,
-boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top (the rows name
-every override).
+Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's episode
+wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with the
+`PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch, passes over
+each sample, how often the states finished worlds restart from are drawn (`brax_reset_every`: every 16
+iterations in the DM Control configuration), learning rate, entropy weight, discount, GAE, clip, reward scale,
+observation and advantage normalisation and network widths (SiLU, Brax's swish, in both), one device each
+(Brax with `max_devices_per_host=1`). Not matched: Brax collects `batch_size * num_minibatches / num_envs`
+unrolls per update (16 in the DM Control configuration), boxjax one; Brax recomputes GAE with the current
+value network at every minibatch, boxjax once per iteration; Brax's policy is a tanh-squashed normal starting
+near std 0.69, boxjax's a clipped normal starting at `init_log_std` (std 0.50 by default); Brax's
+`max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's
+config on top (the rows name every override). Both step the quiet model (`boxjax.envs.base.quiet_models`:
+MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -187,8 +188,21 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         normalize_advantages=brax.get("normalize_advantage", True),
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
+        reset_every=brax_reset_every(brax),
     )
     return PPOConfig(**{**fields, **overrides})
+
+
+def brax_reset_every(brax: dict[str, Any]) -> int:
+    """boxjax iterations (`num_envs x unroll_length` steps) between Brax's draws of reset states: Brax's
+    PPO draws them at the start and anew after each of the `num_resets_per_eval` epochs of training steps
+    in an evaluation period (`brax_schedule`), or never again when that is 0 (then one draw serves the
+    whole run)."""
+    spacing, total = brax_schedule(brax)
+    resets = brax.get("num_resets_per_eval", 0)
+    per_iteration = brax["num_envs"] * brax["unroll_length"] * brax["action_repeat"]
+    between = spacing // resets if resets > 0 else total + per_iteration
+    return max(1, round(between / per_iteration))
 
 
 def brax_schedule(brax: dict[str, Any]) -> tuple[int, int]:

@@ -5,7 +5,7 @@
 
 ENV, the worlds, unroll and PPO settings are those `compare_brax.py` trains (the Playground's published
 configuration, matched by `compare_brax.boxjax_config`). Each part is jitted on its own and timed warm (best
-of `--repeats`), on the same worlds:
+of `--repeats`, the iteration's mean), on the same worlds:
 
 - `physics_steps_per_s`: the bare environment step (Playground `step`, vmapped, `unroll` steps of zero
   actions, no episode wrapper, no reset): the floor both frameworks share. Every part steps the quiet
@@ -14,10 +14,12 @@ of `--repeats`), on the same worlds:
   (`mujoco_playground.wrapper.wrap_for_brax_training`: episode limit and auto-reset to a cached first state).
 - `env_step_ms` (boxjax): the same environment through `boxjax.envs.from_playground` and
   `boxjax.envs.wrappers.autoreset_step` (non-finite guard, overflow figures, reset by mask).
-- `reset_ms`: boxjax's reset of every world, which its rollout draws once per iteration.
-- `rollout_ms`: boxjax's whole rollout (policy, environment, per-iteration reset, episode totals).
+- `reset_ms`: boxjax's reset of every world, which its rollout draws once per `reset_every` iterations.
+- `rollout_ms`: boxjax's whole rollout (policy, environment, episode totals, the draw of reset states
+  when `reset_every` is 1; with more, a rollout that reuses its pool).
 - `gae_ms`: values of the unroll, GAE and the flat batch; `update_ms`: epochs x minibatches of updates.
-- `s_per_iteration`, `steps_per_s`: the fused iteration (`make_train_iteration`) as training runs it.
+- `s_per_iteration`, `steps_per_s`: the fused iteration (`make_train_iteration`) as training runs it:
+  the mean over whole cycles of the reset pool (at least `--repeats` iterations, each read back).
 
 Rows: `results/bench/profile-DEVICE-DATE.jsonl`, a table on the console.
 """
@@ -91,13 +93,16 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
 
     net = make_network(env, config)
     ts = init_train_state(env, config, key)
-    rs = jax.jit(lambda k: init_rollout(env, None, k, worlds))(key)
+    every = config.reset_every
+    rs = jax.jit(lambda k: init_rollout(env, None, k, worlds, reset_every=every))(key)
     normalize = config.normalize_observations
 
     @jax.jit
     def collect(ts, rs, k):
-        return rollout(env, None, net, ts.params, ts.normalizer, normalize, rs, k, unroll)
+        return rollout(env, None, net, ts.params, ts.normalizer, normalize, rs, k, unroll, reset_every=every)
 
+    if every > 1:  # a pool just drawn: the timed rollouts reuse it (its draw is `reset_ms`)
+        rs = collect(ts, rs, key)[0]
     _, best, (_, traj, _, _) = timed(collect, ts, rs, key, repeats=repeats)
     out.append(("boxjax", "rollout_ms", 1e3 * best, "ms"))
     batch_fn = jax.jit(lambda ts, traj: advantages_and_batch(net, config, ts.params, ts.normalizer, traj))
@@ -111,13 +116,13 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     ts, rs = ppo.own_buffers((ts, rs))
     for _ in range(2):  # compile, then the donated buffers' other set
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, None))
-    best = float("inf")
-    for _ in range(repeats):
-        tick = time.perf_counter()
+    calls = every * -(-repeats // every)  # whole cycles of the reset pool: each holds one draw
+    tick = time.perf_counter()
+    for _ in range(calls):  # each read back before the next, as training reads its figures
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, None))
-        best = min(best, time.perf_counter() - tick)
-    out.append(("boxjax", "s_per_iteration", best, "s"))
-    out.append(("boxjax", "steps_per_s", worlds * unroll * brax["action_repeat"] / best, "1/s"))
+    mean = (time.perf_counter() - tick) / calls
+    out.append(("boxjax", "s_per_iteration", mean, "s"))
+    out.append(("boxjax", "steps_per_s", worlds * unroll * brax["action_repeat"] / mean, "1/s"))
     return out
 
 

@@ -39,6 +39,12 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         True,
         (1e-5, 1e-2),
     )
+    # Brax draws reset states after each epoch of one training step (10 per evaluation period): 16 iterations
+    assert config.reset_every == 16 == compare_brax.brax_reset_every(DM_CONTROL)
+    once = {**DM_CONTROL, "num_resets_per_eval": 0}
+    assert (
+        compare_brax.brax_reset_every(once) == compare_brax.brax_schedule(once)[1] // 61_440 + 1
+    )  # one draw
     # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
         16 * 32 / (1024 * 32 * 30)
@@ -148,3 +154,30 @@ def test_the_jax_shims_place_one_slice_per_device_on_two_devices():
            "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     out = subprocess.run([sys.executable, "-c", SHARDED_CHECK], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path):
+    """experiments/profile_ppo.py end to end on the CPU at toy sizes (3 min here, mostly compiling; skipped
+    without the `compare` extra, as in CI): one row per part, each a positive figure, the reset pool's
+    draws every 2 iterations (16 x 4 / 32) in the timed cycle."""
+    pytest.importorskip("mujoco_playground", reason="needs the compare extra (brax, playground)")
+    import profile_ppo
+
+    sizes = [
+        "num_envs=32",
+        "batch_size=16",
+        "num_minibatches=4",
+        "unroll_length=5",
+        "num_updates_per_batch=2",
+    ]
+    argv = ["CartpoleBalance", "--platform", "cpu", "--repeats", "2", "--env-config", "impl=jax"]
+    argv += [a for size in sizes for a in ("--brax", size)] + ["--out", str(tmp_path)]
+    assert profile_ppo.main(argv) == 0
+    (path,) = tmp_path.iterdir()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    metrics = {row["metric"]: row["value"] for row in rows}
+    assert set(metrics) == {"physics_steps_per_s", "brax_env_step_ms", "reset_ms", "env_step_ms", "rollout_ms",
+                            "gae_ms", "update_ms", "s_per_iteration", "steps_per_s"}  # fmt: skip
+    assert all(v > 0 for v in metrics.values())
+    assert metrics["steps_per_s"] == pytest.approx(32 * 5 / metrics["s_per_iteration"])
+    assert {row["worlds"] for row in rows} == {32} and all(row["commit"] for row in rows)

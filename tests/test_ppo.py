@@ -15,7 +15,7 @@ from boxjax.models import checkpoint
 from boxjax.models.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
 from boxjax.rl import loop, ppo
 from boxjax.rl.losses import LossBatch, gae, ppo_loss
-from boxjax.rl.rollout import init_rollout
+from boxjax.rl.rollout import init_rollout, reset_states
 from boxjax.rl.train_step import init_train_state, make_train_iteration
 
 TOY_CONFIG = ppo.PPOConfig(
@@ -133,6 +133,44 @@ def test_iteration_compiles_once_and_has_no_float64():
     leaves = jax.tree.leaves((ts, rs, metrics))
     assert all(leaf.dtype != jnp.float64 for leaf in leaves)
     assert int(ts.iteration) == 3
+
+
+def test_the_reset_pool_is_drawn_every_reset_every_iterations_as_the_every_iteration_rule_draws_it():
+    env, params, worlds = PointReach(), PointReach().default_params(), 8
+    key = jax.random.PRNGKey(4)
+    keys = jax.random.split(key, 5)
+    every = jax.jit(lambda s, k: reset_states(env, params, s, k, 1)[0].info.target)
+    pooled = jax.jit(lambda s, k: reset_states(env, params, s, k, 3))
+    plain, state = (
+        init_rollout(env, params, key, worlds),
+        init_rollout(env, params, key, worlds, reset_every=3),
+    )
+    drawn = [np.asarray(every(plain, k)) for k in keys]
+    targets = []
+    for k in keys:
+        first, state = pooled(state, k)
+        targets.append(np.asarray(first.info.target))
+    for i, source in enumerate((0, 0, 0, 3, 3)):  # drawn at iterations 0 and 3, reused in between
+        np.testing.assert_array_equal(targets[i], drawn[source])
+    assert not np.array_equal(drawn[0], drawn[1])  # so reuse is seen
+    assert int(state.reset_pool_age) == 2
+    with pytest.raises(ValueError, match="reset_every=3 needs a rollout state made with it"):
+        reset_states(env, params, plain, key, 3)
+    with pytest.raises(ValueError, match="reset_every"):
+        ppo.PPOConfig(reset_every=0)
+
+
+def test_training_with_a_reset_pool_starts_as_without_and_then_reuses_it():
+    """The first iteration draws the pool as every iteration would; the toy's 25-step episodes all end at
+    the last step of each 25-step unroll and restart from that iteration's draw, so the first two
+    iterations' figures are the same with and without the pool, and the third's episodes (begun from the
+    reused draw, not a new one) differ."""
+    pooled = dataclasses.replace(TOY_CONFIG, reset_every=4)
+    runs = [ppo.train(PointReach(), c, jax.random.PRNGKey(2), iterations=3)[1] for c in (TOY_CONFIG, pooled)]
+    for i in (0, 1):
+        assert runs[0][i]["episode/return"] == runs[1][i]["episode/return"]
+        assert runs[0][i]["loss/total"] == runs[1][i]["loss/total"]
+    assert runs[0][2]["episode/return"] != runs[1][2]["episode/return"]
 
 
 def test_update_measures_the_parameter_change_alone():

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
-_LATER_FIELDS = {"distill_coef": 0.0}
+_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1}
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
 
@@ -61,6 +61,12 @@ class PPOConfig:
     """Weight of the distillation loss toward the env's `distill_target` (policy distillation from a
     teacher); 0, or an env without the hook, leaves PPO exactly as without it."""
 
+    reset_every: int = 1
+    """Iterations a draw of reset states serves: the states finished worlds restart from are drawn for
+    every world once per `reset_every` iterations (`boxjax.rl.rollout.reset_states`). 1 draws them every
+    iteration; more saves the reset's cost where it is long, for less varied starts (Brax's PPO draws
+    them once per run)."""
+
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
         "unroll_length": COUNT,
@@ -81,6 +87,7 @@ class PPOConfig:
         "reward_scale": POSITIVE,
         "num_devices": Range(0, integer=True),
         "distill_coef": NON_NEGATIVE,
+        "reset_every": COUNT,
     }
     """Valid range of each numeric field (`boxjax.ranges`)."""
 

@@ -210,10 +210,12 @@ def own_buffers(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.device_put(jnp.array(x, copy=True), device), tree)
 
 
-def fresh_rollout(env: Env, env_params: Any, key: jax.Array, num_envs: int) -> RolloutState:
-    """`num_envs` freshly reset worlds, jitted: op by op the vmapped reset (MJX forward, IK in some tasks)
-    took a minute on the CPU."""
-    return jax.jit(lambda p, k: init_rollout(env, p, k, num_envs))(env_params, key)
+def fresh_rollout(
+    env: Env, env_params: Any, key: jax.Array, num_envs: int, reset_every: int = 1
+) -> RolloutState:
+    """`num_envs` freshly reset worlds (`init_rollout`), jitted: op by op the vmapped reset (MJX forward,
+    IK in some tasks) took a minute on the CPU."""
+    return jax.jit(lambda p, k: init_rollout(env, p, k, num_envs, reset_every=reset_every))(env_params, key)
 
 
 def _initial_state(
@@ -229,7 +231,7 @@ def _initial_state(
     train_key, env_key = jax.random.split(key)
     train_state = init_train_state(env, config, train_key)
     if dp is None:
-        rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs)
+        rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs, config.reset_every)
         template = rollout_state
     else:
         rollout_state = dp.init_rollout(env_key)
@@ -240,7 +242,7 @@ def _initial_state(
         restored = checkpoint.restore(resume, {"train": train_state, "rollout": template})
         if dp is not None:
             return dp.from_host(restored["train"], restored["rollout"], rollout_state)
-        world = sharding.world_leaves(env, env_params)
+        world = sharding.world_leaves(env, env_params, config.reset_every)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:
         checkpoint.check_init(checkpoint.read_meta(init), meta)

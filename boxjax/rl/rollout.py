@@ -24,6 +24,11 @@ class RolloutState:
     """(N,) undiscounted return of each world's running episode."""
     episode_length: jax.Array
     """(N,) control steps of each world's running episode."""
+    reset_pool: State | None = None
+    """(N, ...) the states finished worlds restart from, kept for `reset_every` iterations (`rollout`);
+    None when they are drawn afresh every iteration."""
+    reset_pool_age: jax.Array | None = None
+    """() int32 iterations the pool has served (None without a pool)."""
 
 
 @struct.dataclass
@@ -71,15 +76,59 @@ def world_keys(key: jax.Array, num_envs: int, shards: Shards | None = None) -> j
 
 
 def init_rollout(
-    env: Env, env_params: Any, key: jax.Array, num_envs: int, shards: Shards | None = None
+    env: Env,
+    env_params: Any,
+    key: jax.Array,
+    num_envs: int,
+    shards: Shards | None = None,
+    reset_every: int = 1,
 ) -> RolloutState:
-    """Fresh worlds for the first iteration (`num_envs` on this device; see `world_keys` for `shards`)."""
+    """Fresh worlds for the first iteration (`num_envs` on this device; see `world_keys` for `shards`).
+
+    With `reset_every` > 1 the state holds a reset pool (`rollout`), marked stale so that the first
+    rollout draws it (its placeholder values are never used)."""
+    if reset_every < 1:
+        raise ValueError(f"reset_every must be >= 1, got {reset_every}")
     state = batch_reset(env, env_params, world_keys(key, num_envs, shards))
+    pool, age = None, None
+    if reset_every > 1:
+        pool, age = jax.tree.map(jnp.zeros_like, state), jnp.asarray(reset_every, jnp.int32)
     return RolloutState(
         env=state,
         episode_return=jnp.zeros((num_envs,), jnp.float32),
         episode_length=jnp.zeros((num_envs,), jnp.float32),
+        reset_pool=pool,
+        reset_pool_age=age,
     )
+
+
+def reset_states(
+    env: Env,
+    env_params: Any,
+    state: RolloutState,
+    key: jax.Array,
+    reset_every: int,
+    shards: Shards | None = None,
+) -> tuple[State, RolloutState]:
+    """(the states finished worlds restart from in this rollout, `state` with its pool updated).
+
+    Drawn from `key` every iteration (`reset_every` 1), or only when the pool has served `reset_every`
+    iterations, reused otherwise: a draw is the same states the every-iteration rule would draw from the
+    same key. A draw costs a reset of every world, which in some environments is long (Playground's
+    CheetahRun settles its model for 200 physics steps) and otherwise dominates light iterations."""
+    num_envs = state.episode_return.shape[0]
+
+    def draw() -> State:
+        return batch_reset(env, env_params, world_keys(key, num_envs, shards))
+
+    if reset_every == 1:
+        return draw(), state
+    if state.reset_pool is None:
+        raise ValueError(f"reset_every={reset_every} needs a rollout state made with it (`init_rollout`)")
+    stale = state.reset_pool_age >= reset_every
+    first = jax.lax.cond(stale, draw, lambda: state.reset_pool)
+    age = jnp.where(stale, 0, state.reset_pool_age) + 1
+    return first, state.replace(reset_pool=first, reset_pool_age=age)
 
 
 def _normal(key: jax.Array, shape: tuple[int, ...], shards: Shards | None) -> jax.Array:
@@ -146,15 +195,17 @@ def rollout(
     unroll_length: int,
     shards: Shards | None = None,
     distill: bool = False,
+    reset_every: int = 1,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times with the current policy.
 
     With `distill` (and an env that has the hook, `has_distill_target`) each transition also keeps the
     env's distillation target and mask for the state the policy acted on.
 
-    Reset states are drawn once per iteration (not per step) and swapped in by mask where a world's
-    episode ended. With `shards` (inside `shard_map`) the N worlds are this device's share; their random
-    draws are those the same worlds get in the single-device program. Figures stay per device.
+    Reset states are drawn once per iteration (not per step), or once every `reset_every` iterations
+    (`reset_states`), and swapped in by mask where a world's episode ended. With `shards` (inside `shard_map`)
+    the N worlds are this device's share; their random draws are those the same worlds get in the
+    single-device program. Figures stay per device.
 
     Returns:
       the carried state, the (T, N) transitions, totals of the episodes that ended, and the env's
@@ -164,7 +215,7 @@ def rollout(
     """
     num_envs = state.episode_return.shape[0]
     reset_key, step_key = jax.random.split(key)
-    first = batch_reset(env, env_params, world_keys(reset_key, num_envs, shards))
+    first, state = reset_states(env, env_params, state, reset_key, reset_every, shards)
     zero_metrics = jax.tree.map(jnp.zeros_like, _reduce_worlds(state.env.metrics))
     distill = distill and has_distill_target(env)
 
@@ -183,7 +234,7 @@ def rollout(
         metric_sum = _accumulate(metric_sum, _reduce_worlds(stepped.metrics))
         nonfinite_sum = carry[3] + jnp.sum(bad)
         keep = 1.0 - stepped.done
-        rs = RolloutState(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
+        rs = rs.replace(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
         transition = Transition(
             obs=carry[0].env.obs,
             action=raw,
@@ -199,9 +250,11 @@ def rollout(
 
     keys = jax.random.split(step_key, unroll_length)
     zero_count = jnp.zeros((), jnp.float32)
-    (state, summary, metric_sum, nonfinite_sum), traj = jax.lax.scan(
-        body, (state, EpisodeSummary.zeros(), zero_metrics, zero_count), keys
+    stepping = state.replace(reset_pool=None, reset_pool_age=None)  # the pool stays out of the scan's carry
+    (stepping, summary, metric_sum, nonfinite_sum), traj = jax.lax.scan(
+        body, (stepping, EpisodeSummary.zeros(), zero_metrics, zero_count), keys
     )
+    state = stepping.replace(reset_pool=state.reset_pool, reset_pool_age=state.reset_pool_age)
     metric_mean = _per_iteration(metric_sum, unroll_length)
     metric_mean[NONFINITE_WORLDS] = nonfinite_sum
     counts = {k: v for k, v in metric_mean.items() if k.startswith(COUNT_PREFIX)}

@@ -92,12 +92,13 @@ def check_graph_mode(env_params: Any) -> None:
             )
 
 
-def world_leaves(env: Env, env_params: Any) -> RolloutState:
-    """RolloutState of bools: True for leaves with a leading world axis, False for leaves shared by the
-    worlds of a device (MuJoCo Warp's contact pool and counters, per-step scratch)."""
+def world_leaves(env: Env, env_params: Any, reset_every: int = 1) -> RolloutState:
+    """RolloutState (`init_rollout` with `reset_every`) of bools: True for leaves with a leading world
+    axis, False for leaves shared by the worlds of a device (MuJoCo Warp's contact pool and counters,
+    per-step scratch, the reset pool's age)."""
     key = jax.random.PRNGKey(0)
-    one = jax.eval_shape(lambda: init_rollout(env, env_params, key, 1))
-    two = jax.eval_shape(lambda: init_rollout(env, env_params, key, 2))
+    one = jax.eval_shape(lambda: init_rollout(env, env_params, key, 1, reset_every=reset_every))
+    two = jax.eval_shape(lambda: init_rollout(env, env_params, key, 2, reset_every=reset_every))
     return jax.tree.map(lambda a, b: a.shape != b.shape, one, two)
 
 
@@ -155,7 +156,7 @@ class DataParallel:
         self.shards = Shards(AXIS, self.count)
         self.replicated = NamedSharding(self.mesh, P())
         self.split = NamedSharding(self.mesh, P(AXIS))
-        self.world = world_leaves(env, env_params)
+        self.world = world_leaves(env, env_params, config.reset_every)
         self.env_params = self.replicate(env_params)
 
     def replicate(self, tree: Any) -> Any:
@@ -168,7 +169,7 @@ class DataParallel:
         n, shards, env = self.worlds_per_device, self.shards, self.env
 
         def per_device(key: jax.Array, env_params: Any) -> RolloutState:
-            state = init_rollout(env, env_params, key, n, shards)
+            state = init_rollout(env, env_params, key, n, shards, self.config.reset_every)
             return jax.tree.map(lambda x: x[None], state)
 
         fn = jax.jit(_shard_map(per_device, self.mesh, (P(), P()), P(AXIS)))
@@ -176,7 +177,11 @@ class DataParallel:
 
     def host_template(self, key: jax.Array) -> RolloutState:
         """Shapes and dtypes (no placement) of the rollout state in the one-device (checkpoint) layout."""
-        shapes = jax.eval_shape(lambda: init_rollout(self.env, self.env_params, key, self.config.num_envs))
+        shapes = jax.eval_shape(
+            lambda: init_rollout(
+                self.env, self.env_params, key, self.config.num_envs, reset_every=self.config.reset_every
+            )
+        )
         return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), shapes)
 
     @functools.cached_property

@@ -352,6 +352,7 @@ def train_iteration(
         config.unroll_length,
         shards,
         distill=config.distill_coef > 0,
+        reset_every=config.reset_every,
     )
     batch_normalizer = train_state.normalizer
     batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)
