@@ -177,7 +177,8 @@ def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     metrics = {row["metric"]: row["value"] for row in rows}
     assert set(metrics) == {"physics_steps_per_s", "brax_env_step_ms", "reset_ms", "env_step_ms",
-                            "rollout_ms", "gae_ms", "update_ms", "s_per_iteration", "steps_per_s"}  # fmt: skip
+                            "rollout_ms", "gae_ms", "update_ms", "s_per_iteration",
+                            "steps_per_s"}  # fmt: skip
     assert all(v > 0 for v in metrics.values())
     assert metrics["steps_per_s"] == pytest.approx(32 * 5 / metrics["s_per_iteration"])
     assert {row["worlds"] for row in rows} == {32} and all(row["commit"] for row in rows)
