@@ -72,7 +72,8 @@ def autoreset_step(
 
     Args:
       state: batched current state (N, ...).
-      first: batched fresh reset states (N, ...), drawn by the caller once per iteration or per reset pool (`boxjax.rl.rollout.reset_states`).
+      first: batched fresh reset states (N, ...), drawn by the caller once per iteration or per reset
+        pool (`boxjax.rl.rollout.reset_states`).
       action: (N, A) actions in [-1, 1].
 
     Returns:
