@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python experiments/profile_ppo.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     labels = {
         "bench": "profile", "device": device, "env": args.env, "task": args.env, "body": None,
-        "worlds": config.num_envs, "unroll": config.unroll_length, "caches": "warm", "brax_shims": shims,
+        "worlds": config.num_envs, "unroll": config.unroll_length, "reset_every": config.reset_every,
+        "caches": "warm", "brax_shims": shims,
         "ppo_overrides": args.ppo, "brax_overrides": args.brax, "env_overrides": args.env_config,
         "commit": bench.commit(), "date": date,
         "versions": {**bench.versions(), **compare_brax.compare_versions()}, "command": command,

@@ -158,8 +158,9 @@ def test_the_jax_shims_place_one_slice_per_device_on_two_devices():
 
 def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path):
     """experiments/profile_ppo.py end to end on the CPU at toy sizes (3 min here, mostly compiling; skipped
-    without the `compare` extra, as in CI): one row per part, each a positive figure, the reset pool's
-    draws every 2 iterations (16 x 4 / 32) in the timed cycle."""
+    without the `compare` extra, as in CI): one row per part, each a positive figure, the rows naming the
+    reset pool's cycle the iteration was timed over (Brax's draws: one per training step of 320 steps, so
+    every 2 iterations of 32 x 5)."""
     pytest.importorskip("mujoco_playground", reason="needs the compare extra (brax, playground)")
     import profile_ppo
 
@@ -169,6 +170,8 @@ def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path
         "num_minibatches=4",
         "unroll_length=5",
         "num_updates_per_batch=2",
+        "num_timesteps=320",
+        "num_resets_per_eval=1",
     ]
     argv = ["CartpoleBalance", "--platform", "cpu", "--repeats", "2", "--env-config", "impl=jax"]
     argv += [a for size in sizes for a in ("--brax", size)] + ["--out", str(tmp_path)]
@@ -182,3 +185,4 @@ def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path
     assert all(v > 0 for v in metrics.values())
     assert metrics["steps_per_s"] == pytest.approx(32 * 5 / metrics["s_per_iteration"])
     assert {row["worlds"] for row in rows} == {32} and all(row["commit"] for row in rows)
+    assert {row["reset_every"] for row in rows} == {2}  # Brax redraws after each training step: 16 x 4 / 32
