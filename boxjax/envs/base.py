@@ -198,8 +198,10 @@ def curriculum_solved(env: Env, curriculum: Any, stats: EpisodeSummary) -> jax.A
 class PlaygroundAdapter:
     """Wraps a MuJoCo Playground environment (``reset(key)``, ``step(state, action)``) into this protocol.
 
-    Playground states carry ``data, obs, reward, done, metrics, info``; the truncation flag, when a
-    time-limit wrapper set one, is read from ``info['truncation']``. As for boxjax's own tasks, MuJoCo Warp
+    Playground states carry ``data, obs, reward, done, metrics, info``; the boxjax state's `data` is the
+    whole Playground state (its MJX data once, not also beside it: every copy is carried and reset by mask
+    at every step). The truncation flag, when a time-limit wrapper set one, is read from
+    ``info['truncation']``. As for boxjax's own tasks, MuJoCo Warp
     prints no per-world warning (`quiet_models`), and a world whose MJX state is not finite is reported
     (`NONFINITE_METRIC`) with its overflow and solver-cap figures.
     """
@@ -226,7 +228,7 @@ class PlaygroundAdapter:
             metrics.update(physics.figures(s.data))
             metrics[NONFINITE_METRIC] = 1.0 - physics.is_finite(s.data).astype(jnp.float32)
         return State(
-            data=(s.data, s),
+            data=s,
             obs=jnp.asarray(s.obs, jnp.float32),
             reward=jnp.asarray(s.reward, jnp.float32),
             done=jnp.asarray(s.done, jnp.float32),
@@ -241,7 +243,7 @@ class PlaygroundAdapter:
 
     def step(self, params: None, state: State, action: jax.Array) -> State:
         """Playground step on the wrapped original state."""
-        return self._convert(self._env.step(state.data[1], action))
+        return self._convert(self._env.step(state.data, action))
 
 
 WRAPPED_ENV_ATTRIBUTES = ("env", "_env")
