@@ -323,6 +323,8 @@ def test_checkpoint_format_is_stamped_and_an_older_one_seeds_but_does_not_resume
 
 
 def test_playground_style_env_trains_unchanged():
+    """A Playground-style env through `from_playground`: stepped as the raw env steps it, its state kept once
+    in the adapted state, and trained for three toy iterations."""
     import dataclasses
 
     @jax.tree_util.register_dataclass
@@ -362,7 +364,14 @@ def test_playground_style_env_trains_unchanged():
                 s.data, s.obs, s.reward, s.done, s.metrics, {"target": s.info, "truncation": s.truncation}
             )
 
-    env = from_playground(PlaygroundReach())
+    raw, env = PlaygroundReach(), from_playground(PlaygroundReach())
+    key, action = jax.random.PRNGKey(3), jnp.asarray([0.5, -0.25], jnp.float32)
+    adapted, pg = env.step(None, env.reset(None, key), action), raw.step(raw.reset(key), action)
+    # the Playground state is carried once (its data not also beside it), and steps as the raw env does
+    assert len(jax.tree.leaves(adapted.data)) == len(jax.tree.leaves(pg))
+    np.testing.assert_array_equal(adapted.obs, pg.obs)
+    np.testing.assert_array_equal(adapted.data.data, pg.data)
+    assert float(adapted.reward) == float(pg.reward)
     _, history = ppo.train(env, TOY_CONFIG, jax.random.PRNGKey(0), iterations=3)
     assert np.isfinite(history[-1]["episode/return"])
     assert history[-1]["episode/count"] > 0
