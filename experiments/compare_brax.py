@@ -9,16 +9,22 @@ Brax trains it with the Playground's published PPO configuration for it (`brax_p
 Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's episode
 wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with the
 `PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch, passes over
-each sample, how often the states finished worlds restart from are drawn (`brax_reset_every`: every 16
-iterations in the DM Control configuration), learning rate, entropy weight, discount, GAE, clip, reward scale,
-observation and advantage normalisation and network widths (SiLU, Brax's swish, in both), one device each
+each sample, how often reset states are drawn (`brax_reset_every`: every 16 iterations in the DM Control
+configuration) and, as Brax resets all its environments after each epoch of training steps when
+`num_resets_per_eval` > 0, every world restarting from each draw (`restart_on_draw`), learning rate, entropy
+weight, discount, GAE, clip, reward scale, observation and advantage normalisation and network widths (SiLU,
+Brax's swish, in both), one device each
 (Brax with `max_devices_per_host=1`). Not matched: Brax collects `batch_size * num_minibatches / num_envs`
 unrolls per update (16 in the DM Control configuration), boxjax one; Brax recomputes GAE with the current
 value network at every minibatch, boxjax once per iteration; Brax's policy is a tanh-squashed normal starting
-near std 0.69, boxjax's a clipped normal starting at `init_log_std` (std 0.50 by default); Brax's
-`max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's
-config on top (the rows name every override). Both step the quiet model (`boxjax.envs.base.quiet_models`:
-MuJoCo Warp prints no warning per world and step).
+near std 0.69 with a state-dependent scale (its entropy term includes the squashing), boxjax's a clipped
+normal with one learnt log-std starting at `init_log_std` (std 0.50 by default); Brax updates the observation
+statistics before the gradient steps (std floor 1e-6, no clip), boxjax after them (floor 0.1, clip at 10);
+Brax masks steps cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them; Brax's layers
+start lecun-uniform, boxjax's orthogonal; Brax's minibatches hold whole unrolls, boxjax's single steps;
+Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes
+boxjax's config on top (the rows name every override). Both step the quiet model
+(`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -189,6 +195,7 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
         reset_every=brax_reset_every(brax),
+        restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
     )
     return PPOConfig(**{**fields, **overrides})
 

@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = {
         "bench": "profile", "device": device, "env": args.env, "task": args.env, "body": None,
         "worlds": config.num_envs, "unroll": config.unroll_length, "reset_every": config.reset_every,
+        "restart_on_draw": config.restart_on_draw,
         "caches": "warm", "brax_shims": shims,
         "ppo_overrides": args.ppo, "brax_overrides": args.brax, "env_overrides": args.env_config,
         "commit": bench.commit(), "date": date,

@@ -39,9 +39,11 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         True,
         (1e-5, 1e-2),
     )
-    # Brax draws reset states after each epoch of one training step (10 per evaluation period): 16 iterations
-    assert config.reset_every == 16 == compare_brax.brax_reset_every(DM_CONTROL)
+    # Brax resets all its environments after each epoch of one training step (10 per evaluation period):
+    # every 16 iterations, every world restarting from the draw
+    assert config.reset_every == 16 == compare_brax.brax_reset_every(DM_CONTROL) and config.restart_on_draw
     once = {**DM_CONTROL, "num_resets_per_eval": 0}
+    assert not compare_brax.boxjax_config(once, {}).restart_on_draw
     assert (
         compare_brax.brax_reset_every(once) == compare_brax.brax_schedule(once)[1] // 61_440 + 1
     )  # one draw

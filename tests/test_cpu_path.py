@@ -291,6 +291,19 @@ def test_distillation_needs_an_environment_with_targets():
         )
 
 
+def test_a_reset_pool_is_refused_on_the_cpu_path():
+    """The CPU path resets each world as its episode ends: a pool setting is named, not ignored."""
+    for fields in ({"reset_every": 4}, {"restart_on_draw": True}):
+        with pytest.raises(ValueError, match="a reset pool is the fused GPU path's"):
+            workers.train(
+                FACTORY,
+                dataclasses.replace(TINY, **fields),
+                workers.WorkersConfig(mode="serial"),
+                jax.random.PRNGKey(0),
+                iterations=1,
+            )
+
+
 def test_the_cpu_path_finds_the_task_of_a_config_and_refuses_other_objects():
     assert envs.task_of(TASK).env is stance.StanceEnv
     with pytest.raises(ValueError, match="PPOConfig is no registered task's config"):

@@ -102,25 +102,27 @@ def _iteration_checks(out: dict) -> None:
 
 
 def _reset_pool_checks(out: dict, env, params, key) -> None:
-    """With a reset pool (drawn every 2 iterations) two devices draw and reuse it as one does."""
+    """With a reset pool (drawn every 2 iterations) two devices draw and reuse it as one does, and with
+    every world restarting from each draw (`restart_on_draw`, keys `restart_*`) too."""
     import jax
 
     from boxjax.rl.rollout import init_rollout
     from boxjax.rl.train_step import init_train_state, make_train_iteration
 
-    pooled = dataclasses.replace(CONFIG, reset_every=2)
-    ts = init_train_state(env, pooled, key)
-    ts1, rs1 = ppo.own_buffers((ts, init_rollout(env, params, key, pooled.num_envs, reset_every=2)))
-    dp = sharding.DataParallel(env, dataclasses.replace(pooled, num_devices=2), params, jax.devices()[:2])
-    ts2, rs2 = dp.replicate(ts), dp.init_rollout(key)
-    one = make_train_iteration(env, pooled)
-    for _ in range(4):
-        ts1, rs1, _ = one(ts1, rs1, params)
-        ts2, rs2, _ = dp.iteration(ts2, rs2, dp.env_params)
-    host_ts, host_rs = dp.to_host(ts2, rs2)
-    out["pool_rollout_diff"] = _max_diff(rs1, host_rs)
-    out["pool_params_diff"] = _max_diff(ts1.params, host_ts.params)
-    out["pool_age"] = int(host_rs.reset_pool_age)
+    for prefix, restart in (("pool", False), ("restart", True)):
+        pooled = dataclasses.replace(CONFIG, reset_every=2, restart_on_draw=restart)
+        ts = init_train_state(env, pooled, key)
+        ts1, rs1 = ppo.own_buffers((ts, init_rollout(env, params, key, pooled.num_envs, reset_every=2)))
+        dp = sharding.DataParallel(env, dataclasses.replace(pooled, num_devices=2), params, jax.devices()[:2])
+        ts2, rs2 = dp.replicate(ts), dp.init_rollout(key)
+        one = make_train_iteration(env, pooled)
+        for _ in range(4):
+            ts1, rs1, _ = one(ts1, rs1, params)
+            ts2, rs2, _ = dp.iteration(ts2, rs2, dp.env_params)
+        host_ts, host_rs = dp.to_host(ts2, rs2)
+        out[f"{prefix}_rollout_diff"] = _max_diff(rs1, host_rs)
+        out[f"{prefix}_params_diff"] = _max_diff(ts1.params, host_ts.params)
+        out[f"{prefix}_age"] = int(host_rs.reset_pool_age)
 
 
 def _checkpoint_checks(out: dict, tmp: str) -> None:
@@ -206,6 +208,7 @@ def test_sharded_iteration_matches_one_device(two_devices):
     assert two_devices["rollout_diff"] < STATE_TOL
     assert two_devices["pool_rollout_diff"] < STATE_TOL and two_devices["pool_params_diff"] < STATE_TOL
     assert two_devices["pool_age"] == 2  # drawn at iterations 1 and 3
+    assert two_devices["restart_rollout_diff"] < STATE_TOL and two_devices["restart_params_diff"] < STATE_TOL
     assert two_devices["metric_diff"] < METRIC_TOL
     # Episode totals are summed over devices: more episodes than one device's worlds ended.
     assert two_devices["episodes_counted"] > CONFIG.num_envs // 2

@@ -160,6 +160,28 @@ def test_the_reset_pool_is_drawn_every_reset_every_iterations_as_the_every_itera
         ppo.PPOConfig(reset_every=0)
 
 
+def test_with_restart_on_draw_every_world_starts_from_each_draw_and_only_then():
+    """Brax's full resets: at each draw of the pool (iterations 0 and 3) every world restarts from it, its
+    running episode's return and length cleared; between draws the worlds run on."""
+    env, params, worlds, key = PointReach(), PointReach().default_params(), 8, jax.random.PRNGKey(5)
+    restart = jax.jit(lambda s, k: reset_states(env, params, s, k, 3, restart_on_draw=True))
+    state = init_rollout(env, params, key, worlds, reset_every=3)
+    for i, k in enumerate(jax.random.split(key, 5)):
+        running = state.replace(  # worlds mid-episode: moved away from where they started, with a return
+            env=state.env.replace(obs=state.env.obs + 1.0),
+            episode_return=jnp.full((worlds,), 2.0),
+            episode_length=jnp.full((worlds,), 7.0),
+        )
+        first, state = restart(running, k)
+        drawn = i in (0, 3)
+        np.testing.assert_array_equal(state.env.obs, first.obs if drawn else running.env.obs)
+        assert float(state.episode_return.sum()) == (0.0 if drawn else 2.0 * worlds)
+        assert float(state.episode_length.sum()) == (0.0 if drawn else 7.0 * worlds)
+    every = jax.jit(lambda s, k: reset_states(env, params, s, k, 1, restart_on_draw=True))
+    first, restarted = every(init_rollout(env, params, key, worlds), key)
+    np.testing.assert_array_equal(restarted.env.obs, first.obs)
+
+
 def test_training_with_a_reset_pool_starts_as_without_and_then_reuses_it():
     """The first iteration draws the pool as every iteration would; the toy's 25-step episodes all end at
     the last step of each 25-step unroll and restart from that iteration's draw, so the first two

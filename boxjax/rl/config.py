@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
-_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1}
+_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1, "restart_on_draw": False}
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
 
@@ -64,8 +64,11 @@ class PPOConfig:
     reset_every: int = 1
     """Iterations a draw of reset states serves: the states finished worlds restart from are drawn for
     every world once per `reset_every` iterations (`boxjax.rl.rollout.reset_states`). 1 draws them every
-    iteration; more saves the reset's cost where it is long, for less varied starts (Brax's PPO draws
-    them once per run)."""
+    iteration; more saves the reset's cost where it is long, for less varied starts."""
+    restart_on_draw: bool = False
+    """Every world also restarts from each draw of reset states (its running episode cut, not counted), as
+    Brax's PPO resets all its environments after each epoch of training steps when `num_resets_per_eval`
+    > 0; False: a world restarts only when its episode ends."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,

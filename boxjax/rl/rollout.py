@@ -109,26 +109,40 @@ def reset_states(
     key: jax.Array,
     reset_every: int,
     shards: Shards | None = None,
+    restart_on_draw: bool = False,
 ) -> tuple[State, RolloutState]:
     """(the states finished worlds restart from in this rollout, `state` with its pool updated).
 
     Drawn from `key` every iteration (`reset_every` 1), or only when the pool has served `reset_every`
     iterations, reused otherwise: a draw is the same states the every-iteration rule would draw from the
     same key. A draw costs a reset of every world, which in some environments is long (Playground's
-    CheetahRun settles its model for 200 physics steps) and otherwise dominates light iterations."""
+    CheetahRun settles its model for 200 physics steps) and otherwise dominates light iterations.
+
+    With `restart_on_draw`, every world also restarts from a new draw (`restart_worlds`), as Brax's PPO
+    resets all its environments after each epoch of training steps."""
     num_envs = state.episode_return.shape[0]
 
     def draw() -> State:
         return batch_reset(env, env_params, world_keys(key, num_envs, shards))
 
+    def fresh() -> tuple[State, RolloutState]:
+        first = draw()
+        return first, restart_worlds(state, first) if restart_on_draw else state
+
     if reset_every == 1:
-        return draw(), state
+        return fresh()
     if state.reset_pool is None:
         raise ValueError(f"reset_every={reset_every} needs a rollout state made with it (`init_rollout`)")
     stale = state.reset_pool_age >= reset_every
-    first = jax.lax.cond(stale, draw, lambda: state.reset_pool)
+    first, state = jax.lax.cond(stale, fresh, lambda: (state.reset_pool, state))
     age = jnp.where(stale, 0, state.reset_pool_age) + 1
     return first, state.replace(reset_pool=first, reset_pool_age=age)
+
+
+def restart_worlds(state: RolloutState, first: State) -> RolloutState:
+    """Every world restarts from `first`: its running episode is cut, not counted as one that ended."""
+    zeros = jnp.zeros_like(state.episode_return)
+    return state.replace(env=first, episode_return=zeros, episode_length=zeros)
 
 
 def _normal(key: jax.Array, shape: tuple[int, ...], shards: Shards | None) -> jax.Array:
@@ -196,6 +210,7 @@ def rollout(
     shards: Shards | None = None,
     distill: bool = False,
     reset_every: int = 1,
+    restart_on_draw: bool = False,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times with the current policy.
 
@@ -203,7 +218,8 @@ def rollout(
     env's distillation target and mask for the state the policy acted on.
 
     Reset states are drawn once per iteration (not per step), or once every `reset_every` iterations
-    (`reset_states`), and swapped in by mask where a world's episode ended. With `shards` (inside `shard_map`)
+    (`reset_states`), and swapped in by mask where a world's episode ended; with `restart_on_draw` every
+    world starts from each new draw. With `shards` (inside `shard_map`)
     the N worlds are this device's share; their random draws are those the same worlds get in the
     single-device program. Figures stay per device.
 
@@ -215,7 +231,7 @@ def rollout(
     """
     num_envs = state.episode_return.shape[0]
     reset_key, step_key = jax.random.split(key)
-    first, state = reset_states(env, env_params, state, reset_key, reset_every, shards)
+    first, state = reset_states(env, env_params, state, reset_key, reset_every, shards, restart_on_draw)
     zero_metrics = jax.tree.map(jnp.zeros_like, _reduce_worlds(state.env.metrics))
     distill = distill and has_distill_target(env)
 

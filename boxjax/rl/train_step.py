@@ -353,6 +353,7 @@ def train_iteration(
         shards,
         distill=config.distill_coef > 0,
         reset_every=config.reset_every,
+        restart_on_draw=config.restart_on_draw,
     )
     batch_normalizer = train_state.normalizer
     batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)

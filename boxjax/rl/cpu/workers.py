@@ -323,6 +323,11 @@ def train(
     start = time.perf_counter() if options.start_time_s is None else options.start_time_s
     if config.num_envs % workers.collectors:
         raise ValueError(f"num_envs {config.num_envs} must be a multiple of collectors {workers.collectors}")
+    if config.reset_every != 1 or config.restart_on_draw:
+        raise ValueError(
+            f"PPOConfig.reset_every {config.reset_every} / restart_on_draw {config.restart_on_draw}: the CPU "
+            "path resets each world as its episode ends (1 / False); a reset pool is the fused GPU path's"
+        )
     cores = _cores()
     layout = plan_layout(workers, cores)
     env = env_factory(1, 1, 0)
