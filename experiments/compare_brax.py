@@ -8,23 +8,23 @@ Brax trains it with the Playground's published PPO configuration for it (`brax_p
 `num_timesteps` set to N and `num_evals` to --evals; `--brax` changes any of its keys), wrapped as the
 Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's episode
 wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with the
-`PPOConfig` that `boxjax_config` maps from that configuration: the same worlds, unroll, minibatch, passes over
-each sample, how often reset states are drawn (`brax_reset_every`: every 16 iterations in the DM Control
-configuration) and, as Brax resets all its environments after each epoch of training steps when
-`num_resets_per_eval` > 0, every world restarting from each draw (`restart_on_draw`), learning rate, entropy
-weight, discount, GAE, clip, reward scale, observation and advantage normalisation and network widths (SiLU,
-Brax's swish, in both), one device each
-(Brax with `max_devices_per_host=1`). Not matched: Brax collects `batch_size * num_minibatches / num_envs`
-unrolls per update (16 in the DM Control configuration), boxjax one; Brax recomputes GAE with the current
-value network at every minibatch, boxjax once per iteration; Brax's policy is a tanh-squashed normal starting
-near std 0.69 with a state-dependent scale (its entropy term includes the squashing), boxjax's a clipped
-normal with one learnt log-std starting at `init_log_std` (std 0.50 by default); Brax updates the observation
-statistics before the gradient steps (std floor 1e-6, no clip), boxjax after them (floor 0.1, clip at 10);
-Brax masks steps cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them; Brax's layers
-start lecun-uniform, boxjax's orthogonal; Brax's minibatches hold whole unrolls, boxjax's single steps;
-Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes
-boxjax's config on top (the rows name every override). Both step the quiet model
-(`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
+`PPOConfig` that `boxjax_config` maps from that configuration: the same worlds; one boxjax iteration is one
+Brax training step (`brax_unrolls_per_update` unrolls, 16 in the DM Control configuration, collected as one
+unroll of 16 x 30 steps with GAE in windows of Brax's unroll, `gae_window`); the same minibatch and passes
+over the batch; as Brax resets all its environments after each epoch of training steps when
+`num_resets_per_eval` > 0, every world restarts from a new draw of reset states that often
+(`brax_reset_every`, `restart_on_draw`: every iteration in the DM Control configuration); the same learning
+rate, entropy weight, discount, GAE lambda, clip, reward scale, observation and advantage normalisation and
+network widths (SiLU, Brax's swish, in both); one device each (Brax with `max_devices_per_host=1`). Not
+matched: Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration;
+Brax's policy is a tanh-squashed normal starting near std 0.69 with a state-dependent scale (its entropy term
+includes the squashing), boxjax's a clipped normal with one learnt log-std starting at `init_log_std` (std
+0.50 by default); Brax updates the observation statistics before the gradient steps (std floor 1e-6, no clip),
+boxjax after them (floor 0.1, clip at 10); Brax masks steps cut by the time limit (`bootstrap_on_timeout`
+False), boxjax bootstraps them; Brax's layers start lecun-uniform, boxjax's orthogonal; Brax's minibatches
+hold whole unrolls, boxjax's single steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm`
+1e9 (no clip in effect). `--ppo` changes boxjax's config on top (the rows name every override). Both step the
+quiet model (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -175,7 +175,8 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
     schedule = getattr(brax.get("learning_rate_schedule"), "value", brax.get("learning_rate_schedule"))
     fields = dict(
         num_envs=brax["num_envs"],
-        unroll_length=brax["unroll_length"],
+        unroll_length=brax["unroll_length"] * brax_unrolls_per_update(brax),
+        gae_window=brax["unroll_length"],
         minibatch_size=brax["batch_size"] * brax["unroll_length"],
         num_epochs=brax["num_updates_per_batch"],
         learning_rate=brax["learning_rate"],
@@ -200,14 +201,28 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
     return PPOConfig(**{**fields, **overrides})
 
 
+def brax_unrolls_per_update(brax: dict[str, Any]) -> int:
+    """Unrolls of every environment Brax's PPO collects per training step (`batch_size * num_minibatches /
+    num_envs`), or an error naming the sizes Brax itself would refuse."""
+    unrolls, rest = divmod(brax["batch_size"] * brax["num_minibatches"], brax["num_envs"])
+    if rest or not unrolls:
+        raise ValueError(
+            f"Brax's batch_size x num_minibatches ({brax['batch_size']} x {brax['num_minibatches']}) must be "
+            f"a positive multiple of num_envs ({brax['num_envs']})"
+        )
+    return unrolls
+
+
 def brax_reset_every(brax: dict[str, Any]) -> int:
-    """boxjax iterations (`num_envs x unroll_length` steps) between Brax's draws of reset states: Brax's
+    """boxjax iterations (Brax training steps, `boxjax_config`) between Brax's draws of reset states: Brax's
     PPO draws them at the start and anew after each of the `num_resets_per_eval` epochs of training steps
     in an evaluation period (`brax_schedule`), or never again when that is 0 (then one draw serves the
     whole run)."""
     spacing, total = brax_schedule(brax)
     resets = brax.get("num_resets_per_eval", 0)
-    per_iteration = brax["num_envs"] * brax["unroll_length"] * brax["action_repeat"]
+    per_iteration = (
+        brax["num_envs"] * brax["unroll_length"] * brax_unrolls_per_update(brax) * brax["action_repeat"]
+    )
     between = spacing // resets if resets > 0 else total + per_iteration
     return max(1, round(between / per_iteration))
 

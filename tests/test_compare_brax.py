@@ -24,7 +24,10 @@ DM_CONTROL = {
 
 def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top():
     config = compare_brax.boxjax_config(DM_CONTROL, {})
-    assert (config.num_envs, config.unroll_length, config.minibatch_size) == (2048, 30, 30_720)
+    # one iteration is one Brax training step: 16 unrolls of 30 steps, GAE in windows of 30
+    assert compare_brax.brax_unrolls_per_update(DM_CONTROL) == 16
+    assert (config.num_envs, config.unroll_length, config.gae_window) == (2048, 480, 30)
+    assert config.minibatch_size == 30_720
     assert (config.num_epochs, config.learning_rate, config.desired_kl) == (16, 1e-3, 0.0)
     assert (config.gamma, config.entropy_coef, config.reward_scale, config.clip_eps) == (
         0.995,
@@ -40,17 +43,19 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         (1e-5, 1e-2),
     )
     # Brax resets all its environments after each epoch of one training step (10 per evaluation period):
-    # every 16 iterations, every world restarting from the draw
-    assert config.reset_every == 16 == compare_brax.brax_reset_every(DM_CONTROL) and config.restart_on_draw
+    # every iteration, every world restarting from the draw
+    assert config.reset_every == 1 == compare_brax.brax_reset_every(DM_CONTROL) and config.restart_on_draw
     once = {**DM_CONTROL, "num_resets_per_eval": 0}
     assert not compare_brax.boxjax_config(once, {}).restart_on_draw
     assert (
-        compare_brax.brax_reset_every(once) == compare_brax.brax_schedule(once)[1] // 61_440 + 1
+        compare_brax.brax_reset_every(once) == compare_brax.brax_schedule(once)[1] // 983_040 + 1
     )  # one draw
     # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
         16 * 32 / (1024 * 32 * 30)
     )
+    with pytest.raises(ValueError, match=r"batch_size x num_minibatches \(1000 x 32\) must be a positive"):
+        compare_brax.boxjax_config({**DM_CONTROL, "batch_size": 1000}, {})
     named = {**DM_CONTROL, "network_factory": {"policy_hidden_layer_sizes": (128, 128)}, "max_grad_norm": 1.0,
              "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.02, "gae_lambda": 0.9,
              "normalize_advantage": False}  # fmt: skip
@@ -79,12 +84,12 @@ def test_both_train_brax_s_schedule_and_evaluate_at_its_points():
     assert spacing == math.ceil(60e6 / (9 * per_update * 10)) * per_update * 10 and total == 9 * spacing
     assert total == 88_473_600  # not the 60 M asked: Brax fills whole periods
     config = compare_brax.boxjax_config(DM_CONTROL, {})
-    assert compare_brax.boxjax_schedule(DM_CONTROL, config) == (61_440, total // 61_440, spacing // 61_440)
+    assert compare_brax.boxjax_schedule(DM_CONTROL, config) == (per_update, total // per_update, 10)
     repeat = {**DM_CONTROL, "action_repeat": 4}  # environment steps count the repeat, as Brax's do
-    assert compare_brax.boxjax_schedule(repeat, config)[0] == 4 * 61_440
+    assert compare_brax.boxjax_schedule(repeat, config)[0] == 4 * per_update
     with pytest.raises(ValueError, match="not a multiple of boxjax's 14,336 per iteration"):
         compare_brax.boxjax_schedule(DM_CONTROL, compare_brax.boxjax_config(DM_CONTROL, {"unroll_length": 7,
-                                     "minibatch_size": 2048 * 7}))  # fmt: skip
+                                     "gae_window": 7, "minibatch_size": 2048 * 7}))  # fmt: skip
     with pytest.raises(ValueError, match="--evals must be >= 3"):
         compare_brax.brax_schedule({**DM_CONTROL, "num_evals": 2})
 
@@ -161,8 +166,8 @@ def test_the_jax_shims_place_one_slice_per_device_on_two_devices():
 def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path):
     """experiments/profile_ppo.py end to end on the CPU at toy sizes (3 min here, mostly compiling; skipped
     without the `compare` extra, as in CI): one row per part, each a positive figure, the rows naming the
-    reset pool's cycle the iteration was timed over (Brax's draws: one per training step of 320 steps, so
-    every 2 iterations of 32 x 5)."""
+    reset pool's cycle the iteration was timed over (Brax resets all worlds after each training step, of
+    16 x 4 / 32 = 2 unrolls of 5 steps: every boxjax iteration of 32 worlds x 10 steps)."""
     pytest.importorskip("mujoco_playground", reason="needs the compare extra (brax, playground)")
     import profile_ppo
 
@@ -185,6 +190,6 @@ def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path
                             "rollout_ms", "gae_ms", "update_ms", "s_per_iteration",
                             "steps_per_s"}  # fmt: skip
     assert all(v > 0 for v in metrics.values())
-    assert metrics["steps_per_s"] == pytest.approx(32 * 5 / metrics["s_per_iteration"])
+    assert metrics["steps_per_s"] == pytest.approx(32 * 10 / metrics["s_per_iteration"])
     assert {row["worlds"] for row in rows} == {32} and all(row["commit"] for row in rows)
-    assert {row["reset_every"] for row in rows} == {2}  # Brax redraws after each training step: 16 x 4 / 32
+    assert {row["reset_every"] for row in rows} == {1}  # Brax resets after each training step: one iteration

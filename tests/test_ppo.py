@@ -66,6 +66,44 @@ def test_gae_hand_worked():
     np.testing.assert_allclose(adv[:, 0], [0.5, 0.0])
 
 
+def test_gae_in_windows_restarts_the_recursion_at_each_window_end_and_keeps_the_order():
+    """`gae_window` 2 over 6 steps is GAE of each 2-step window on its own, bootstrapped from the value of
+    the state the window reached (Brax's GAE per unroll); the batch keeps its (T, N) order; a window of
+    the whole unroll is the plain GAE exactly."""
+    from boxjax.rl.train_step import from_windows, to_windows
+
+    rng = np.random.default_rng(1)
+    shape = (6, 4)
+    reward, value, next_value = (rng.normal(size=shape).astype(np.float32) for _ in range(3))
+    termination = (rng.random(shape) < 0.15).astype(np.float32)
+    done = np.maximum(termination, (rng.random(shape) < 0.1).astype(np.float32))
+    inputs = (reward, value, next_value, termination, done)
+    windowed = gae(*(to_windows(jnp.asarray(x), 2) for x in inputs), 0.97, 0.9)
+    got = [np.asarray(from_windows(x, 6)) for x in windowed]
+    for start in (0, 2, 4):
+        want = gae_loop(*(x[start : start + 2] for x in inputs), 0.97, 0.9)
+        np.testing.assert_allclose(got[0][start : start + 2], want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1][start : start + 2], want[1], rtol=1e-5, atol=1e-5)
+    cut = done.copy()
+    cut[1::2] = 1.0  # the same as ending the trace (not the bootstrap) at every window's last step
+    np.testing.assert_allclose(got[0], gae_loop(reward, value, next_value, termination, cut, 0.97, 0.9)[0],
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    whole = gae(*(to_windows(jnp.asarray(x), 6) for x in inputs), 0.97, 0.9)
+    np.testing.assert_array_equal(from_windows(whole[0], 6), gae(*inputs, 0.97, 0.9)[0])
+    x = jnp.arange(6 * 4 * 3).reshape(6, 4, 3)
+    np.testing.assert_array_equal(from_windows(to_windows(x, 3), 6), x)
+    with pytest.raises(ValueError, match=r"gae_window \(7\) must divide unroll_length \(25\)"):
+        dataclasses.replace(TOY_CONFIG, gae_window=7)
+
+
+def test_training_with_a_gae_window_of_the_whole_unroll_is_training_without():
+    windowed = dataclasses.replace(TOY_CONFIG, gae_window=25)
+    runs = [
+        ppo.train(PointReach(), c, jax.random.PRNGKey(2), iterations=2)[1] for c in (TOY_CONFIG, windowed)
+    ]
+    assert [r["loss/total"] for r in runs[0]] == [r["loss/total"] for r in runs[1]]
+
+
 def _loss_batch(log_prob_old, advantage):
     n = advantage.shape[0]
     return LossBatch(

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
-_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1, "restart_on_draw": False}
+_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1, "restart_on_draw": False, "gae_window": 0}
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
 
@@ -69,6 +69,11 @@ class PPOConfig:
     """Every world also restarts from each draw of reset states (its running episode cut, not counted), as
     Brax's PPO resets all its environments after each epoch of training steps when `num_resets_per_eval`
     > 0; False: a world restarts only when its episode ends."""
+    gae_window: int = 0
+    """Control steps per GAE window: the advantage recursion restarts every that many steps of the unroll,
+    each window bootstrapping from the value of the state it reached, as Brax's PPO computes GAE per
+    unroll when it collects several unrolls per update; 0 = one window, the whole unroll. Must divide
+    `unroll_length`."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -91,6 +96,7 @@ class PPOConfig:
         "num_devices": Range(0, integer=True),
         "distill_coef": NON_NEGATIVE,
         "reset_every": COUNT,
+        "gae_window": Range(0, integer=True),
     }
     """Valid range of each numeric field (`boxjax.ranges`)."""
 
@@ -101,6 +107,10 @@ class PPOConfig:
             raise ValueError(
                 f"PPOConfig: batch_size (num_envs*unroll_length = {self.batch_size}) must be a multiple of "
                 f"minibatch_size ({self.minibatch_size})"
+            )
+        if self.gae_window and self.unroll_length % self.gae_window:
+            raise ValueError(
+                f"PPOConfig: gae_window ({self.gae_window}) must divide unroll_length ({self.unroll_length})"
             )
         low, high = self.learning_rate_bounds
         if not low <= self.learning_rate <= high:

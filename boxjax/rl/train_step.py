@@ -232,6 +232,22 @@ def step_flags(total: jax.Array, grads: Any, new: tuple[Any, Any]) -> dict[str, 
     }
 
 
+def to_windows(x: jax.Array, window: int) -> jax.Array:
+    """(T, N, ...) -> (window, T / window * N, ...): each `window` steps of a world's unroll a column of its
+    own, so a scan over time stops at window ends (`from_windows` inverts it)."""
+    steps, worlds = x.shape[:2]
+    cut = x.reshape(steps // window, window, worlds, *x.shape[2:]).swapaxes(0, 1)
+    return cut.reshape(window, steps // window * worlds, *x.shape[2:])
+
+
+def from_windows(x: jax.Array, steps: int) -> jax.Array:
+    """Inverse of `to_windows`: (window, T / window * N, ...) -> (T, N, ...)."""
+    window = x.shape[0]
+    worlds = x.shape[1] * window // steps
+    cut = x.reshape(window, steps // window, worlds, *x.shape[2:]).swapaxes(0, 1)
+    return cut.reshape(steps, worlds, *x.shape[2:])
+
+
 def advantages_and_batch(
     net: ActorCritic, config: PPOConfig, params: Any, normalizer: Normalizer, traj: Transition
 ) -> LossBatch:
@@ -240,15 +256,11 @@ def advantages_and_batch(
     norm = config.normalize_observations
     value = net.apply(params, normalizer(traj.obs, norm), method=ActorCritic.value_only)
     next_value = net.apply(params, normalizer(traj.next_obs, norm), method=ActorCritic.value_only)
-    advantage, target = gae(
-        traj.reward * config.reward_scale,
-        value,
-        next_value,
-        traj.termination,
-        traj.done,
-        config.gamma,
-        config.gae_lambda,
-    )
+    steps = traj.reward.shape[0]
+    window = config.gae_window or steps
+    inputs = (traj.reward * config.reward_scale, value, next_value, traj.termination, traj.done)
+    advantage, target = gae(*(to_windows(x, window) for x in inputs), config.gamma, config.gae_lambda)
+    advantage, target = from_windows(advantage, steps), from_windows(target, steps)
     flat = LossBatch(
         obs=traj.obs,
         action=traj.action,
