@@ -251,8 +251,9 @@ def from_windows(x: jax.Array, steps: int) -> jax.Array:
 def advantages_and_batch(
     net: ActorCritic, config: PPOConfig, params: Any, normalizer: Normalizer, traj: Transition
 ) -> LossBatch:
-    """Values of the (T, N) trajectory in one batched pass, GAE, then a flat (T*N, ...) loss batch
-    (carrying the trajectory's distillation targets, when it has them)."""
+    """Values of the (T, N) trajectory in one batched pass, GAE (in windows of `config.gae_window` steps,
+    `to_windows`), then a flat (T*N, ...) loss batch (carrying the trajectory's distillation targets, when
+    it has them)."""
     norm = config.normalize_observations
     value = net.apply(params, normalizer(traj.obs, norm), method=ActorCritic.value_only)
     next_value = net.apply(params, normalizer(traj.next_obs, norm), method=ActorCritic.value_only)
