@@ -103,14 +103,15 @@ def _iteration_checks(out: dict) -> None:
 
 def _reset_pool_checks(out: dict, env, params, key) -> None:
     """With a reset pool (drawn every 2 iterations) two devices draw and reuse it as one does, and with
-    every world restarting from each draw (`restart_on_draw`, keys `restart_*`) too."""
+    every world restarting from each draw (`restart_on_draw`) and GAE in windows of 4 steps (keys
+    `restart_*`) too."""
     import jax
 
     from boxjax.rl.rollout import init_rollout
     from boxjax.rl.train_step import init_train_state, make_train_iteration
 
     for prefix, restart in (("pool", False), ("restart", True)):
-        pooled = dataclasses.replace(CONFIG, reset_every=2, restart_on_draw=restart)
+        pooled = dataclasses.replace(CONFIG, reset_every=2, restart_on_draw=restart, gae_window=4 * restart)
         ts = init_train_state(env, pooled, key)
         ts1, rs1 = ppo.own_buffers((ts, init_rollout(env, params, key, pooled.num_envs, reset_every=2)))
         dp = sharding.DataParallel(env, dataclasses.replace(pooled, num_devices=2), params, jax.devices()[:2])
