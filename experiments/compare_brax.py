@@ -195,10 +195,13 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         normalize_advantages=brax.get("normalize_advantage", True),
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
-        reset_every=brax_reset_every(brax),
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
     )
-    return PPOConfig(**{**fields, **overrides})
+    fields.update(overrides)
+    if "reset_every" not in overrides:  # Brax's reset cadence in iterations of the final size
+        steps = fields["num_envs"] * fields["unroll_length"] * brax["action_repeat"]
+        fields["reset_every"] = brax_reset_every(brax, steps)
+    return PPOConfig(**fields)
 
 
 def brax_unrolls_per_update(brax: dict[str, Any]) -> int:
@@ -213,16 +216,17 @@ def brax_unrolls_per_update(brax: dict[str, Any]) -> int:
     return unrolls
 
 
-def brax_reset_every(brax: dict[str, Any]) -> int:
-    """boxjax iterations (Brax training steps, `boxjax_config`) between Brax's draws of reset states: Brax's
-    PPO draws them at the start and anew after each of the `num_resets_per_eval` epochs of training steps
-    in an evaluation period (`brax_schedule`), or never again when that is 0 (then one draw serves the
-    whole run)."""
+def brax_reset_every(brax: dict[str, Any], per_iteration: int | None = None) -> int:
+    """boxjax iterations of `per_iteration` environment steps (default: one Brax training step, as
+    `boxjax_config` maps it) between Brax's draws of reset states: Brax's PPO draws them at the start and
+    anew after each of the `num_resets_per_eval` epochs of training steps in an evaluation period
+    (`brax_schedule`), or never again when that is 0 (then one draw serves the whole run)."""
     spacing, total = brax_schedule(brax)
     resets = brax.get("num_resets_per_eval", 0)
-    per_iteration = (
-        brax["num_envs"] * brax["unroll_length"] * brax_unrolls_per_update(brax) * brax["action_repeat"]
-    )
+    if per_iteration is None:
+        per_iteration = (
+            brax["num_envs"] * brax["unroll_length"] * brax_unrolls_per_update(brax) * brax["action_repeat"]
+        )
     between = spacing // resets if resets > 0 else total + per_iteration
     return max(1, round(between / per_iteration))
 

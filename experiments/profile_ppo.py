@@ -99,7 +99,10 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
 
     @jax.jit
     def collect(ts, rs, k):
-        return rollout(env, None, net, ts.params, ts.normalizer, normalize, rs, k, unroll, reset_every=every)
+        return rollout(
+            env, None, net, ts.params, ts.normalizer, normalize, rs, k, unroll,
+            reset_every=every, restart_on_draw=config.restart_on_draw,
+        )  # fmt: skip
 
     if every > 1:  # a pool just drawn: the timed rollouts reuse it (its draw is `reset_ms`)
         rs = collect(ts, rs, key)[0]

@@ -54,6 +54,9 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
         16 * 32 / (1024 * 32 * 30)
     )
+    # an override that changes the iteration's size keeps Brax's cadence: 16 iterations of 30 steps
+    small = compare_brax.boxjax_config(DM_CONTROL, {"unroll_length": 30, "minibatch_size": 1920})
+    assert (small.reset_every, small.gae_window, small.restart_on_draw) == (16, 30, True)
     with pytest.raises(ValueError, match=r"batch_size x num_minibatches \(1000 x 32\) must be a positive"):
         compare_brax.boxjax_config({**DM_CONTROL, "batch_size": 1000}, {})
     named = {**DM_CONTROL, "network_factory": {"policy_hidden_layer_sizes": (128, 128)}, "max_grad_norm": 1.0,

@@ -68,7 +68,8 @@ class PPOConfig:
     restart_on_draw: bool = False
     """Every world also restarts from each draw of reset states (its running episode cut, not counted), as
     Brax's PPO resets all its environments after each epoch of training steps when `num_resets_per_eval`
-    > 0; False: a world restarts only when its episode ends."""
+    > 0; False: a world restarts only when its episode ends. The episode figures (and a task's curriculum)
+    then see only the episodes that end before a restart."""
     gae_window: int = 0
     """Control steps per GAE window: the advantage recursion restarts every that many steps of the unroll,
     each window bootstrapping from the value of the state it reached, as Brax's PPO computes GAE per
