@@ -15,16 +15,15 @@ over the batch; as Brax resets all its environments after each epoch of training
 `num_resets_per_eval` > 0, every world restarts from a new draw of reset states that often
 (`brax_reset_every`, `restart_on_draw`: every iteration in the DM Control configuration); the same learning
 rate, entropy weight, discount, GAE lambda, clip, reward scale, observation and advantage normalisation and
-network widths (SiLU, Brax's swish, in both); one device each (Brax with `max_devices_per_host=1`). Not
-matched: Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration;
-Brax's policy is a tanh-squashed normal starting near std 0.69 with a state-dependent scale (its entropy term
-includes the squashing), boxjax's a clipped normal with one learnt log-std starting at `init_log_std` (std
-0.50 by default); Brax updates the observation statistics before the gradient steps (std floor 1e-6, no clip),
-boxjax after them (floor 0.1, clip at 10); Brax masks steps cut by the time limit (`bootstrap_on_timeout`
-False), boxjax bootstraps them; Brax's layers start lecun-uniform, boxjax's orthogonal; Brax's minibatches
-hold whole unrolls, boxjax's single steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm`
-1e9 (no clip in effect). `--ppo` changes boxjax's config on top (the rows name every override). Both step the
-quiet model (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
+network widths (SiLU, Brax's swish, in both); Brax's tanh-normal policy with a state-dependent scale and its
+sampled entropy estimate (`tanh_policy`); one device each (Brax with `max_devices_per_host=1`). Not matched:
+Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration; Brax updates
+the observation statistics before the gradient steps (std floor 1e-6, no clip), boxjax after them (floor 0.1,
+clip at 10); Brax masks steps cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them;
+Brax's layers start lecun-uniform, boxjax's orthogonal; Brax's minibatches hold whole unrolls, boxjax's single
+steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo`
+changes boxjax's config on top (the rows name every override). Both step the quiet model
+(`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -64,9 +63,13 @@ import _cli  # noqa: E402
 
 EVAL_EPISODES = 128
 """Episodes per evaluation point, both frameworks (Brax's default `num_eval_envs`)."""
-BRAX_NETWORK_DEFAULTS = {"policy_hidden_layer_sizes": (32,) * 4, "value_hidden_layer_sizes": (256,) * 5}
-"""`brax.training.agents.ppo.networks.make_ppo_networks`' widths when a configuration names none (brax
-0.14.2; `tests/test_compare_brax.py` checks them against the installed Brax)."""
+BRAX_NETWORK_DEFAULTS = {
+    "policy_hidden_layer_sizes": (32,) * 4,
+    "value_hidden_layer_sizes": (256,) * 5,
+    "distribution_type": "tanh_normal",
+}
+"""`brax.training.agents.ppo.networks.make_ppo_networks`' widths and action distribution when a configuration
+names none (brax 0.14.2; `tests/test_compare_brax.py` checks them against the installed Brax)."""
 NO_CLIP = 1e9
 """boxjax's `max_grad_norm` for Brax's None (no gradient clip)."""
 FRAMEWORKS = ("brax", "boxjax")
@@ -195,6 +198,7 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         normalize_advantages=brax.get("normalize_advantage", True),
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
+        tanh_policy=networks["distribution_type"] == "tanh_normal",
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
     )
     fields.update(overrides)

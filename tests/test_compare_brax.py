@@ -36,7 +36,9 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         0.3,
     )
     assert config.max_grad_norm == compare_brax.NO_CLIP and config.normalize_observations
-    assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5)
+    assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5) and config.tanh_policy
+    normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
+    assert not compare_brax.boxjax_config(normal, {}).tanh_policy
     assert (config.gae_lambda, config.normalize_advantages, config.learning_rate_bounds) == (
         0.95,
         True,
@@ -133,7 +135,8 @@ def test_with_brax_installed_its_network_defaults_and_the_jax_shims_hold():
     )
     defaults = inspect.signature(networks.make_ppo_networks).parameters
     for name, want in compare_brax.BRAX_NETWORK_DEFAULTS.items():
-        assert tuple(defaults[name].default) == want
+        got = defaults[name].default
+        assert (tuple(got) if isinstance(want, tuple) else got) == want
     import jax
     import numpy as np
 

@@ -291,10 +291,14 @@ def test_distillation_needs_an_environment_with_targets():
         )
 
 
-def test_a_reset_pool_is_refused_on_the_cpu_path():
-    """The CPU path resets each world as its episode ends: a pool setting is named, not ignored."""
-    for fields in ({"reset_every": 4}, {"restart_on_draw": True}):
-        with pytest.raises(ValueError, match="a reset pool is the fused GPU path's"):
+def test_a_reset_pool_or_a_tanh_policy_is_refused_on_the_cpu_path():
+    """The CPU path resets each world as its episode ends and trains the clipped normal policy: a pool
+    setting or a tanh policy is named, not ignored."""
+    refusals = [({"reset_every": 4}, "a reset pool is the fused GPU path's"),
+                ({"restart_on_draw": True}, "a reset pool is the fused GPU path's"),
+                ({"tanh_policy": True}, "train the clipped normal policy only")]  # fmt: skip
+    for fields, message in refusals:
+        with pytest.raises(ValueError, match=message):
             workers.train(
                 FACTORY,
                 dataclasses.replace(TINY, **fields),

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 from flax import struct
 
 _LOG_2PI = math.log(2.0 * math.pi)  # plain Python: importing must not start a JAX backend
+MIN_STD = 0.001
+"""Smallest scale of a squashed (tanh-normal) policy, as Brax's `NormalTanhDistribution`."""
 OBS_STD_FLOOR = 0.1
 """Smallest standard deviation the normaliser divides by. A feature that was constant for hundreds of
 iterations (a curriculum amplitude, a reference pose at level 0) would otherwise jump by thousands of
@@ -33,31 +35,58 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Gaussian policy with a state-independent log std, and a separate value MLP."""
+    """Gaussian policy and a separate value MLP. The policy's log std is one learnt vector (`init_log_std`),
+    its actions the samples clipped to [-1, 1]; or, with `squash`, Brax's tanh-normal: the MLP gives a
+    state-dependent scale (softplus + `MIN_STD`) beside the mean, and actions are tanh of the samples."""
 
     action_size: int
     policy_hidden: Sequence[int]
     value_hidden: Sequence[int]
     init_log_std: float
+    squash: bool = False
 
     def setup(self) -> None:
-        self.policy = MLP(self.policy_hidden, self.action_size, head_scale=0.01)
+        outputs = 2 * self.action_size if self.squash else self.action_size
+        self.policy = MLP(self.policy_hidden, outputs, head_scale=0.01)
         self.value = MLP(self.value_hidden, 1, head_scale=1.0)
-        self.log_std = self.param(
-            "log_std", nn.initializers.constant(self.init_log_std), (self.action_size,), jnp.float32
-        )
+        if not self.squash:
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.init_log_std), (self.action_size,), jnp.float32
+            )
 
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """obs (..., obs_size) -> mean (..., A), log_std (A,), value (...)."""
-        return self.policy(obs), self.log_std, self.value(obs)[..., 0]
+        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with `squash`), value (...)."""
+        mean, log_std = self.policy_only(obs)
+        return mean, log_std, self.value(obs)[..., 0]
 
     def policy_only(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """obs (..., obs_size) -> mean (..., A), log_std (A,)."""
-        return self.policy(obs), self.log_std
+        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with `squash`)."""
+        if not self.squash:
+            return self.policy(obs), self.log_std
+        mean, scale = jnp.split(self.policy(obs), 2, axis=-1)
+        return mean, jnp.log(jax.nn.softplus(scale) + MIN_STD)
 
     def value_only(self, obs: jax.Array) -> jax.Array:
         """obs (..., obs_size) -> value (...)."""
         return self.value(obs)[..., 0]
+
+
+def env_action(raw: jax.Array, squash: bool) -> jax.Array:
+    """A policy's sample (or mean) as the action the environment takes, in [-1, 1]: tanh of it for a
+    squashed policy (`ActorCritic.squash`), else clipped."""
+    return jnp.tanh(raw) if squash else jnp.clip(raw, -1.0, 1.0)
+
+
+def tanh_log_det(raw: jax.Array) -> jax.Array:
+    """log |d tanh(x) / dx| = log(1 - tanh(x)^2), elementwise, in a form stable for large |x|."""
+    return 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
+
+
+def squashed_entropy(log_std: jax.Array, raw: jax.Array) -> jax.Array:
+    """Brax's estimate of a tanh-normal policy's entropy, averaged over the batch: the Gaussian's entropy
+    plus the tanh's log-Jacobian at a sample `raw` of it (drawn reparametrised, so it carries gradients);
+    log_std, raw (B, A) -> ()."""
+    return jnp.mean(jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI) + tanh_log_det(raw), axis=-1))
 
 
 def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Array:

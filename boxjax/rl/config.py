@@ -7,7 +7,13 @@ from typing import ClassVar
 
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
-_LATER_FIELDS = {"distill_coef": 0.0, "reset_every": 1, "restart_on_draw": False, "gae_window": 0}
+_LATER_FIELDS = {
+    "distill_coef": 0.0,
+    "reset_every": 1,
+    "restart_on_draw": False,
+    "gae_window": 0,
+    "tanh_policy": False,
+}
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
 
@@ -48,7 +54,7 @@ class PPOConfig:
     value_hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the value MLP."""
     init_log_std: float = -0.7
-    """Initial log standard deviation of the Gaussian policy."""
+    """Initial log standard deviation of the Gaussian policy (not of a `tanh_policy`)."""
     normalize_advantages: bool = True
     """Standardise advantages per minibatch."""
     normalize_observations: bool = True
@@ -70,6 +76,11 @@ class PPOConfig:
     Brax's PPO resets all its environments after each epoch of training steps when `num_resets_per_eval`
     > 0; False: a world restarts only when its episode ends. The episode figures (and a task's curriculum)
     then see only the episodes that end before a restart."""
+    tanh_policy: bool = False
+    """Brax's policy: a tanh-squashed normal whose scale the policy MLP gives beside its mean (softplus +
+    0.001, about 0.69 at the start), its entropy estimated at a fresh sample with the tanh's log-Jacobian;
+    False: a normal with one learnt log std (`init_log_std`), its samples clipped to [-1, 1]. Not with
+    distillation (its target is for an unsquashed mean)."""
     gae_window: int = 0
     """Control steps per GAE window: the advantage recursion restarts every that many steps of the unroll,
     each window bootstrapping from the value of the state it reached, as Brax's PPO computes GAE per
@@ -108,6 +119,11 @@ class PPOConfig:
             raise ValueError(
                 f"PPOConfig: batch_size (num_envs*unroll_length = {self.batch_size}) must be a multiple of "
                 f"minibatch_size ({self.minibatch_size})"
+            )
+        if self.tanh_policy and self.distill_coef > 0:
+            raise ValueError(
+                f"PPOConfig: tanh_policy does not take distillation (distill_coef {self.distill_coef}): the "
+                "teacher's target is for an unsquashed mean"
             )
         if self.gae_window and self.unroll_length % self.gae_window:
             raise ValueError(

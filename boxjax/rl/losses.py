@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.models.networks import gaussian_entropy, gaussian_log_prob
+from boxjax.models.networks import gaussian_entropy, gaussian_log_prob, squashed_entropy
 
 
 def gae(
@@ -99,15 +99,18 @@ def ppo_loss(
     entropy_coef: float,
     normalize_advantages: bool,
     distill_coef: float = 0.0,
+    entropy_sample: jax.Array | None = None,
 ) -> LossTerms:
     """Clipped-surrogate PPO loss, plus the distillation term when the batch carries a target.
 
     Args:
       mean: (B, A) policy means for `batch.obs`.
-      log_std: (A,) policy log std.
+      log_std: (A,) policy log std, or (B, A) for a state-dependent one.
       value: (B,) critic values for `batch.obs`.
       batch: the behaviour data.
       distill_coef: weight of `distill_loss` (used only when `batch.distill_target` is set).
+      entropy_sample: (B, A) for a tanh-squashed policy, a fresh sample of it before the tanh: the entropy
+        is then Brax's estimate (`squashed_entropy`); None: the Gaussian's.
 
     Returns:
       LossTerms with `total` = policy + value_coef * value - entropy_coef * entropy
@@ -122,7 +125,10 @@ def ppo_loss(
     surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
     policy_loss = -surrogate.mean()
     value_loss = 0.5 * jnp.mean(jnp.square(value - batch.target))
-    entropy = gaussian_entropy(log_std)
+    if entropy_sample is None:
+        entropy = gaussian_entropy(log_std)
+    else:
+        entropy = squashed_entropy(log_std, entropy_sample)
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     distill = jnp.zeros((), jnp.float32)
     if batch.distill_target is not None:

@@ -29,7 +29,7 @@ import boxjax
 from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.models import checkpoint
-from boxjax.models.networks import ActorCritic, Normalizer
+from boxjax.models.networks import ActorCritic, Normalizer, env_action
 from boxjax.physics import graphs
 from boxjax.rl import guard, loop, sharding
 from boxjax.rl.config import PPOConfig
@@ -83,7 +83,7 @@ def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], ja
     def act(policy: Policy, obs: jax.Array) -> jax.Array:
         normed = policy.normalizer(obs, config.normalize_observations)
         mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
-        return jnp.clip(mean, -1.0, 1.0)
+        return env_action(mean, net.squash)
 
     return act
 

@@ -47,6 +47,7 @@ def make_network(env: base.Env, config: PPOConfig) -> ActorCritic:
         policy_hidden=tuple(config.policy_hidden),
         value_hidden=tuple(config.value_hidden),
         init_log_std=config.init_log_std,
+        squash=config.tanh_policy,
     )
 
 
@@ -111,9 +112,11 @@ def minibatch_loss(
     *,
     normalize_advantages: bool,
     compute_dtype: Any = jnp.float32,
+    entropy_key: jax.Array | None = None,
 ) -> tuple[jax.Array, LossTerms]:
     """(total, terms) of the PPO loss on one minibatch; the network runs in `compute_dtype`, the loss in
-    float32. Shared by the fused iteration and the CPU learners."""
+    float32. Shared by the fused iteration and the CPU learners. A tanh-squashed policy
+    (`config.tanh_policy`) needs `entropy_key`: its entropy is estimated at a fresh sample, as Brax's."""
     obs = normalizer(mb.obs, config.normalize_observations)
     if compute_dtype != jnp.float32:
         params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
@@ -129,8 +132,16 @@ def minibatch_loss(
         entropy_coef=config.entropy_coef,
         normalize_advantages=normalize_advantages,
         distill_coef=config.distill_coef,
+        entropy_sample=squashed_sample(mean, log_std, entropy_key) if net.squash else None,
     )
     return terms.total, terms
+
+
+def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array | None) -> jax.Array:
+    """(B, A) a reparametrised sample of the policy before its tanh, for its entropy estimate."""
+    if key is None:
+        raise ValueError("a tanh-squashed policy's loss needs an entropy_key (its entropy is sampled)")
+    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
 
 
 def apply_gradient(
@@ -171,14 +182,23 @@ def update(
     normalizer = train_state.normalizer
     local_advantages = config.normalize_advantages and shards is None
 
-    def loss_fn(params, mb: LossBatch) -> tuple[jax.Array, LossTerms]:
-        return minibatch_loss(net, config, params, normalizer, mb, normalize_advantages=local_advantages)
+    def loss_fn(params, mb: LossBatch, entropy_key: jax.Array | None) -> tuple[jax.Array, LossTerms]:
+        return minibatch_loss(
+            net,
+            config,
+            params,
+            normalizer,
+            mb,
+            normalize_advantages=local_advantages,
+            entropy_key=entropy_key,
+        )
 
-    def sgd_step(carry, mb: LossBatch):
+    def sgd_step(carry, xs: tuple[LossBatch, jax.Array | None]):
+        mb, entropy_key = xs
         params, opt_state = carry
         if shards is not None and config.normalize_advantages:
             mb = mb.replace(advantage=collectives.standardize(mb.advantage, shards))
-        grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb)
+        grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb, entropy_key)
         kl, total = terms.approx_kl, terms.total
         if shards is not None:
             grads, kl, total = shards.mean((grads, kl, total))
@@ -191,7 +211,10 @@ def update(
         if shards is not None:
             epoch_key = jax.random.fold_in(epoch_key, shards.index())
         shuffled = minibatches(batch, epoch_key, config.num_minibatches)
-        return jax.lax.scan(sgd_step, carry, shuffled)
+        entropy_keys = None  # a squashed policy's entropy samples: one key per minibatch
+        if net.squash:
+            entropy_keys = jax.random.split(jax.random.fold_in(epoch_key, 1), config.num_minibatches)
+        return jax.lax.scan(sgd_step, carry, (shuffled, entropy_keys))
 
     carry = (train_state.params, train_state.opt_state)
     keys = jax.random.split(key, config.num_epochs)

@@ -328,6 +328,10 @@ def train(
             f"PPOConfig.reset_every {config.reset_every} / restart_on_draw {config.restart_on_draw}: the CPU "
             "path resets each world as its episode ends (1 / False); a reset pool is the fused GPU path's"
         )
+    if config.tanh_policy:
+        raise ValueError(
+            "PPOConfig.tanh_policy: the CPU path's learners train the clipped normal policy only"
+        )
     cores = _cores()
     layout = plan_layout(workers, cores)
     env = env_factory(1, 1, 0)
