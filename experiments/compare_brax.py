@@ -198,14 +198,25 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         normalize_advantages=brax.get("normalize_advantage", True),
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
-        tanh_policy=networks["distribution_type"] == "tanh_normal",
+        tanh_policy=brax_distribution(networks) == "tanh_normal",
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
     )
+    if not fields["tanh_policy"]:  # Brax's normal: one learnt scale starting at init_noise_std
+        fields["init_log_std"] = math.log(networks.get("init_noise_std", 1.0))
     fields.update(overrides)
     if "reset_every" not in overrides:  # Brax's reset cadence in iterations of the final size
         steps = fields["num_envs"] * fields["unroll_length"] * brax["action_repeat"]
         fields["reset_every"] = brax_reset_every(brax, steps)
     return PPOConfig(**fields)
+
+
+def brax_distribution(networks: dict[str, Any]) -> str:
+    """Brax's action distribution in a network configuration, or an error naming an unknown one (as Brax
+    refuses it)."""
+    kind = networks["distribution_type"]
+    if kind not in ("tanh_normal", "normal"):
+        raise ValueError(f"unknown Brax distribution_type {kind!r}; valid: tanh_normal, normal")
+    return kind
 
 
 def brax_unrolls_per_update(brax: dict[str, Any]) -> int:

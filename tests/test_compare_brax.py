@@ -39,6 +39,9 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5) and config.tanh_policy
     normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
     assert not compare_brax.boxjax_config(normal, {}).tanh_policy
+    assert compare_brax.boxjax_config(normal, {}).init_log_std == 0.0  # Brax's init_noise_std 1.0
+    with pytest.raises(ValueError, match="unknown Brax distribution_type 'beta'"):
+        compare_brax.boxjax_config({**DM_CONTROL, "network_factory": {"distribution_type": "beta"}}, {})
     assert (config.gae_lambda, config.normalize_advantages, config.learning_rate_bounds) == (
         0.95,
         True,

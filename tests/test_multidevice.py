@@ -104,14 +104,19 @@ def _iteration_checks(out: dict) -> None:
 def _reset_pool_checks(out: dict, env, params, key) -> None:
     """With a reset pool (drawn every 2 iterations) two devices draw and reuse it as one does, and with
     every world restarting from each draw (`restart_on_draw`) and GAE in windows of 4 steps (keys
-    `restart_*`) too."""
+    `restart_*`), and with the tanh-normal policy (`tanh_*`) too."""
     import jax
 
     from boxjax.rl.rollout import init_rollout
     from boxjax.rl.train_step import init_train_state, make_train_iteration
 
-    for prefix, restart in (("pool", False), ("restart", True)):
-        pooled = dataclasses.replace(CONFIG, reset_every=2, restart_on_draw=restart, gae_window=4 * restart)
+    variants = {
+        "pool": {},
+        "restart": {"restart_on_draw": True, "gae_window": 4},
+        "tanh": {"tanh_policy": True},  # its entropy noise drawn per transition, as on one device
+    }
+    for prefix, fields in variants.items():
+        pooled = dataclasses.replace(CONFIG, reset_every=2, **fields)
         ts = init_train_state(env, pooled, key)
         ts1, rs1 = ppo.own_buffers((ts, init_rollout(env, params, key, pooled.num_envs, reset_every=2)))
         dp = sharding.DataParallel(env, dataclasses.replace(pooled, num_devices=2), params, jax.devices()[:2])
@@ -210,6 +215,7 @@ def test_sharded_iteration_matches_one_device(two_devices):
     assert two_devices["pool_rollout_diff"] < STATE_TOL and two_devices["pool_params_diff"] < STATE_TOL
     assert two_devices["pool_age"] == 2  # drawn at iterations 1 and 3
     assert two_devices["restart_rollout_diff"] < STATE_TOL and two_devices["restart_params_diff"] < STATE_TOL
+    assert two_devices["tanh_rollout_diff"] < STATE_TOL and two_devices["tanh_params_diff"] < STATE_TOL
     assert two_devices["metric_diff"] < METRIC_TOL
     # Episode totals are summed over devices: more episodes than one device's worlds ended.
     assert two_devices["episodes_counted"] > CONFIG.num_envs // 2

@@ -376,6 +376,12 @@ def test_checkpoint_format_is_stamped_and_an_older_one_seeds_but_does_not_resume
         checkpoint.CheckpointMismatchError, match="format 1 .made before 2026-12-02.*writes 2"
     ):
         checkpoint.check_resume(older, meta)
+    squashed = {**meta, "ppo": {**meta["ppo"], "tanh_policy": True}}  # another policy network
+    for check in (checkpoint.check_resume, checkpoint.check_init):
+        with pytest.raises(
+            checkpoint.CheckpointMismatchError, match="ppo.tanh_policy: checkpoint has no such"
+        ):
+            check(stored, squashed)
     newer = {**stored, "format": checkpoint.FORMAT + 1}
     for check in (checkpoint.check_resume, checkpoint.check_init):
         with pytest.raises(checkpoint.CheckpointMismatchError, match="newer than this boxjax"):
@@ -466,7 +472,8 @@ def test_the_squashed_entropy_is_brax_s_estimate():
     brax = distribution.NormalTanhDistribution(event_size=4).entropy(params, key)
     mean, pre = jnp.split(params, 2, axis=-1)
     log_std = jnp.log(jax.nn.softplus(pre) + MIN_STD)
-    ours = squashed_entropy(log_std, squashed_sample(mean, log_std, key))
+    noise = jax.random.normal(key, mean.shape)  # Brax's own draw: normal(seed, loc.shape) * scale + loc
+    ours = squashed_entropy(log_std, squashed_sample(mean, log_std, noise))
     assert float(ours) == pytest.approx(float(jnp.mean(brax)), rel=1e-5)
 
 

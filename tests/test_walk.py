@@ -227,6 +227,9 @@ def test_teacher_refuses_another_body_or_task(walk_run, tmp_path):
         teacher.load_teacher(other, "simple")
     with pytest.raises(FileNotFoundError):
         teacher.load_teacher(str(tmp_path / "missing"), "simple")
+    squashed = {"env": "walk", "body": "simple", "ppo": {"tanh_policy": True}}
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="a teacher acts with the clipped normal"):
+        teacher._check_task("walker", squashed, "simple")
 
 
 def test_exported_teacher_file_acts_like_the_checkpoint_and_checks_the_body(walk_run, tmp_path, monkeypatch):

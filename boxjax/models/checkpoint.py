@@ -20,7 +20,7 @@ import orbax.checkpoint as ocp
 
 # Fields that must match for a checkpoint to seed a new run (`init`); resuming needs the whole meta equal.
 _MODEL_FIELDS = ("body", "observation_size", "action_size")
-_NETWORK_FIELDS = ("policy_hidden", "value_hidden")
+_NETWORK_FIELDS = ("policy_hidden", "value_hidden", "tanh_policy")
 # PPO fields that may change on resume: where the run executes, not what it computes.
 _PLACEMENT_FIELDS = ("num_devices",)
 

@@ -57,6 +57,9 @@ class LossBatch:
     """(B, A) what the policy mean should be (the env's `distill_target`), or None without distillation."""
     distill_mask: jax.Array | None = None
     """(B, A) 1.0 on the action dims the distillation pulls, 0.0 elsewhere (None without distillation)."""
+    entropy_noise: jax.Array | None = None
+    """(B, A) standard normal noise of each transition for a squashed policy's entropy sample (drawn per
+    epoch, `train_step.transition_noise`); None for the clipped normal policy."""
 
 
 @struct.dataclass

@@ -112,11 +112,11 @@ def minibatch_loss(
     *,
     normalize_advantages: bool,
     compute_dtype: Any = jnp.float32,
-    entropy_key: jax.Array | None = None,
 ) -> tuple[jax.Array, LossTerms]:
     """(total, terms) of the PPO loss on one minibatch; the network runs in `compute_dtype`, the loss in
     float32. Shared by the fused iteration and the CPU learners. A tanh-squashed policy
-    (`config.tanh_policy`) needs `entropy_key`: its entropy is estimated at a fresh sample, as Brax's."""
+    (`config.tanh_policy`) needs the batch's `entropy_noise`: its entropy is estimated at a fresh sample,
+    as Brax's."""
     obs = normalizer(mb.obs, config.normalize_observations)
     if compute_dtype != jnp.float32:
         params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
@@ -132,16 +132,31 @@ def minibatch_loss(
         entropy_coef=config.entropy_coef,
         normalize_advantages=normalize_advantages,
         distill_coef=config.distill_coef,
-        entropy_sample=squashed_sample(mean, log_std, entropy_key) if net.squash else None,
+        entropy_sample=squashed_sample(mean, log_std, mb.entropy_noise) if net.squash else None,
     )
     return terms.total, terms
 
 
-def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array | None) -> jax.Array:
-    """(B, A) a reparametrised sample of the policy before its tanh, for its entropy estimate."""
-    if key is None:
-        raise ValueError("a tanh-squashed policy's loss needs an entropy_key (its entropy is sampled)")
-    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+def squashed_sample(mean: jax.Array, log_std: jax.Array, noise: jax.Array | None) -> jax.Array:
+    """(B, A) a reparametrised sample of the policy before its tanh from standard normal `noise` (B, A),
+    for its entropy estimate."""
+    if noise is None:
+        raise ValueError(
+            "a tanh-squashed policy's loss needs the batch's entropy_noise (its entropy is sampled)"
+        )
+    return mean + jnp.exp(log_std) * noise
+
+
+def transition_noise(
+    key: jax.Array, steps: int, worlds: int, action_size: int, shards: Shards | None = None
+) -> jax.Array:
+    """(steps * worlds, A) standard normal noise, one row per transition of the flat (T*N) batch; with
+    `shards`, this device's worlds' rows of the noise all devices' worlds get, so each transition draws
+    what it would on one device."""
+    noise = jax.random.normal(key, (worlds * (1 if shards is None else shards.count), steps, action_size))
+    if shards is not None:
+        noise = shards.local_rows(noise)
+    return noise.swapaxes(0, 1).reshape(steps * worlds, action_size)
 
 
 def apply_gradient(
@@ -182,23 +197,14 @@ def update(
     normalizer = train_state.normalizer
     local_advantages = config.normalize_advantages and shards is None
 
-    def loss_fn(params, mb: LossBatch, entropy_key: jax.Array | None) -> tuple[jax.Array, LossTerms]:
-        return minibatch_loss(
-            net,
-            config,
-            params,
-            normalizer,
-            mb,
-            normalize_advantages=local_advantages,
-            entropy_key=entropy_key,
-        )
+    def loss_fn(params, mb: LossBatch) -> tuple[jax.Array, LossTerms]:
+        return minibatch_loss(net, config, params, normalizer, mb, normalize_advantages=local_advantages)
 
-    def sgd_step(carry, xs: tuple[LossBatch, jax.Array | None]):
-        mb, entropy_key = xs
+    def sgd_step(carry, mb: LossBatch):
         params, opt_state = carry
         if shards is not None and config.normalize_advantages:
             mb = mb.replace(advantage=collectives.standardize(mb.advantage, shards))
-        grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb, entropy_key)
+        grads, terms = jax.grad(loss_fn, has_aux=True)(params, mb)
         kl, total = terms.approx_kl, terms.total
         if shards is not None:
             grads, kl, total = shards.mean((grads, kl, total))
@@ -208,13 +214,16 @@ def update(
         return (params, opt_state), (terms, flags, applied)
 
     def epoch(carry, epoch_key):
+        data = batch
+        if net.squash:  # fresh entropy noise per transition and epoch, drawn before the shuffle
+            noise_key = jax.random.fold_in(epoch_key, 1)
+            worlds = batch.obs.shape[0] // config.unroll_length
+            noise = transition_noise(noise_key, config.unroll_length, worlds, net.action_size, shards)
+            data = batch.replace(entropy_noise=noise)
         if shards is not None:
             epoch_key = jax.random.fold_in(epoch_key, shards.index())
-        shuffled = minibatches(batch, epoch_key, config.num_minibatches)
-        entropy_keys = None  # a squashed policy's entropy samples: one key per minibatch
-        if net.squash:
-            entropy_keys = jax.random.split(jax.random.fold_in(epoch_key, 1), config.num_minibatches)
-        return jax.lax.scan(sgd_step, carry, (shuffled, entropy_keys))
+        shuffled = minibatches(data, epoch_key, config.num_minibatches)
+        return jax.lax.scan(sgd_step, carry, shuffled)
 
     carry = (train_state.params, train_state.opt_state)
     keys = jax.random.split(key, config.num_epochs)
@@ -329,7 +338,12 @@ def obs_stats_kl(
     """Mean KL between the policy (same `params`) normalising `obs` (..., O) with `before` and with `after`:
     how far new observation statistics alone move the policy the next rollout acts with."""
     mean_before, log_std = net.apply(params, before(obs), method=ActorCritic.policy_only)
-    mean_after, _ = net.apply(params, after(obs), method=ActorCritic.policy_only)
+    mean_after, log_std_after = net.apply(params, after(obs), method=ActorCritic.policy_only)
+    if net.squash:  # the scale moves with the statistics too: the whole Gaussian KL (before || after)
+        ratio = jnp.exp(2.0 * (log_std - log_std_after))
+        shift = jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std_after)
+        per_dim = log_std_after - log_std + 0.5 * (ratio + shift) - 0.5
+        return jnp.mean(jnp.sum(per_dim, axis=-1))
     return jnp.mean(0.5 * jnp.sum(jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std), axis=-1))
 
 

@@ -119,10 +119,11 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
         for k in ("body", "action_size")
         if saved.get(k) != expected.get(k)
     ]
+    saved_ppo, expected_ppo = saved.get("ppo", {}), expected["ppo"]
     problems += [
-        f"ppo.{k}: stance checkpoint has {saved['ppo'].get(k)!r}, this run has {expected['ppo'][k]!r}"
-        for k in ("policy_hidden", "value_hidden")
-        if saved.get("ppo", {}).get(k) != expected["ppo"][k]
+        f"ppo.{k}: stance checkpoint has {saved_ppo.get(k)!r}, this run has {expected_ppo.get(k)!r}"
+        for k in ("policy_hidden", "value_hidden", "tanh_policy")
+        if saved_ppo.get(k) != expected_ppo.get(k)
     ]
     stance = StanceEnv(StanceConfig(body=env.config.body))
     if not problems and saved.get("observation_size") != stance.observation_size:

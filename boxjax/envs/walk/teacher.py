@@ -98,6 +98,8 @@ def _check_task(directory: str, meta: dict[str, Any], body: str) -> None:
         problems.append(f"task: checkpoint is {meta.get('env')!r}, a teacher must be {TASK!r}")
     if meta.get("body") != body:
         problems.append(f"body: checkpoint has {meta.get('body')!r}, this run has {body!r}")
+    if meta.get("ppo", {}).get("tanh_policy"):
+        problems.append("ppo.tanh_policy: checkpoint has True, a teacher acts with the clipped normal policy")
     _mismatch(directory, problems)
 
 
