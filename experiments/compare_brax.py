@@ -231,17 +231,13 @@ def brax_unrolls_per_update(brax: dict[str, Any]) -> int:
     return unrolls
 
 
-def brax_reset_every(brax: dict[str, Any], per_iteration: int | None = None) -> int:
-    """boxjax iterations of `per_iteration` environment steps (default: one Brax training step, as
-    `boxjax_config` maps it) between Brax's draws of reset states: Brax's PPO draws them at the start and
-    anew after each of the `num_resets_per_eval` epochs of training steps in an evaluation period
-    (`brax_schedule`), or never again when that is 0 (then one draw serves the whole run)."""
+def brax_reset_every(brax: dict[str, Any], per_iteration: int) -> int:
+    """boxjax iterations of `per_iteration` environment steps between Brax's draws of reset states: Brax's
+    PPO draws them at the start and anew after each of the `num_resets_per_eval` epochs of training steps
+    in an evaluation period (`brax_schedule`), or never again when that is 0 (then one draw serves the
+    whole run)."""
     spacing, total = brax_schedule(brax)
     resets = brax.get("num_resets_per_eval", 0)
-    if per_iteration is None:
-        per_iteration = (
-            brax["num_envs"] * brax["unroll_length"] * brax_unrolls_per_update(brax) * brax["action_repeat"]
-        )
     between = spacing // resets if resets > 0 else total + per_iteration
     return max(1, round(between / per_iteration))
 

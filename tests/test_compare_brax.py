@@ -49,11 +49,14 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     )
     # Brax resets all its environments after each epoch of one training step (10 per evaluation period):
     # every iteration, every world restarting from the draw
-    assert config.reset_every == 1 == compare_brax.brax_reset_every(DM_CONTROL) and config.restart_on_draw
+    assert (
+        config.reset_every == 1 == compare_brax.brax_reset_every(DM_CONTROL, 983_040)
+        and config.restart_on_draw
+    )
     once = {**DM_CONTROL, "num_resets_per_eval": 0}
     assert not compare_brax.boxjax_config(once, {}).restart_on_draw
     assert (
-        compare_brax.brax_reset_every(once) == compare_brax.brax_schedule(once)[1] // 983_040 + 1
+        compare_brax.brax_reset_every(once, 983_040) == compare_brax.brax_schedule(once)[1] // 983_040 + 1
     )  # one draw
     # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(

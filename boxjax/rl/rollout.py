@@ -145,7 +145,9 @@ def restart_worlds(state: RolloutState, first: State) -> RolloutState:
     return state.replace(env=first, episode_return=zeros, episode_length=zeros)
 
 
-def _normal(key: jax.Array, shape: tuple[int, ...], shards: Shards | None) -> jax.Array:
+def world_noise(key: jax.Array, shape: tuple[int, ...], shards: Shards | None) -> jax.Array:
+    """Standard normal noise of `shape`, its leading axis the worlds; with `shards`, this device's worlds'
+    rows of the noise all devices' worlds get (as on one device)."""
     if shards is None:
         return jax.random.normal(key, shape, jnp.float32)
     return shards.local_rows(jax.random.normal(key, (shape[0] * shards.count, *shape[1:]), jnp.float32))
@@ -165,7 +167,7 @@ def sample_action(
     With `shards`, the noise is this device's slice of the noise of all devices' worlds.
     """
     mean, log_std = net.apply(net_params, normalizer(obs, normalize), method=ActorCritic.policy_only)
-    raw = mean + jnp.exp(log_std) * _normal(key, mean.shape, shards)
+    raw = mean + jnp.exp(log_std) * world_noise(key, mean.shape, shards)
     return raw, gaussian_log_prob(mean, log_std, raw), env_action(raw, net.squash)
 
 

@@ -16,7 +16,7 @@ from boxjax.rl import collectives, guard
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
-from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout
+from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout, world_noise
 
 
 @struct.dataclass
@@ -153,9 +153,7 @@ def transition_noise(
     """(steps * worlds, A) standard normal noise, one row per transition of the flat (T*N) batch; with
     `shards`, this device's worlds' rows of the noise all devices' worlds get, so each transition draws
     what it would on one device."""
-    noise = jax.random.normal(key, (worlds * (1 if shards is None else shards.count), steps, action_size))
-    if shards is not None:
-        noise = shards.local_rows(noise)
+    noise = world_noise(key, (worlds, steps, action_size), shards)
     return noise.swapaxes(0, 1).reshape(steps * worlds, action_size)
 
 
