@@ -1,16 +1,20 @@
 """Convex collision as built (`boxer.CCD_ITERATIONS`) finds the contacts MuJoCo's default cap finds.
 
-The muscular block world is stepped on MuJoCo's C engine with random actions; at a few of its states the
-contacts are found once with the model as built and once with MuJoCo's default cap of GJK/EPA iterations, by
-MuJoCo Warp's collision (the GPU path's, here on Warp's CPU device) and by MuJoCo C's (the CPU path's). The
-contacts that involve a muscle (an ellipsoid) must agree.
+The muscular block world is stepped on MuJoCo's C engine; at its states the contacts are found once with the
+model as built and once with MuJoCo's default cap of GJK/EPA iterations, by MuJoCo Warp's collision (the GPU
+path's, here on Warp's CPU device) and by MuJoCo C's (the CPU path's). The contacts that involve a muscle
+(an ellipsoid: the pairs that go through GJK/EPA) must agree: at a few states of random actions (mostly
+fallen bodies) and at every state of punches landing on a fighter who holds his guard (the opponent's
+glove on our chest, belly and shoulder muscles).
 """
 
 import copy
 
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from boxjax.envs.block.config import KINDS
 from boxjax.envs.block.env import BlockConfig
 from boxjax.envs.cpu import CpuEnv
 from boxjax.mjcf import boxer
@@ -25,22 +29,50 @@ DIST_ATOL_M = 1e-5
 NORMAL_ATOL_DEG = 1.0
 GRAZING_M = 1e-5
 """A contact this close to touching may be found with one cap and not the other (GJK stops either side)."""
+IMPACT_PUNCHES = (
+    "jab-body-fast",
+    "jab-body-medium",
+    "jab-body-slow",
+    "lead_hook-body-fast",
+    "lead_uppercut-body-fast",
+    "lead_hook-head-medium",
+)
+"""Punches of the library whose glove lands on a muscle of our fighter standing in his guard (pectorals,
+abs, the front deltoid), one per world."""
+IMPACT_STEPS = 20
+"""Control steps from the guard: every punch above has landed and pulled back by then."""
+MIN_IMPACT_COMPARED = 20
+"""Glove-on-muscle contacts both caps must find over the impacts (36 at these punches and steps; with a
+cap of 2 the first impact already differs by 1 mm, so the check has teeth)."""
 
 
-def _muscle_contacts(mj_model, geoms, dists, normals, world: int, found: dict) -> None:
-    """Adds the contacts that involve an ellipsoid to `found[(world, geom1, geom2)]`: (distance m, normal)."""
+def involves_muscle(mj_model, g1: int, g2: int) -> bool:
+    """True for a geom pair one of which is an ellipsoid (a muscle)."""
+    return mujoco.mjtGeom.mjGEOM_ELLIPSOID in (mj_model.geom_type[g1], mj_model.geom_type[g2])
+
+
+def between_fighters(mj_model, g1: int, g2: int) -> bool:
+    """True for a muscle of one fighter against a geom of the other (bodies named `red/...`, `blue/...`)."""
+    teams = {mj_model.body(int(mj_model.geom_bodyid[g])).name.partition("/")[0] for g in (g1, g2)}
+    return teams == {"red", "blue"} and involves_muscle(mj_model, g1, g2)
+
+
+def _keep_contacts(mj_model, geoms, dists, normals, world: int, found: dict, keep) -> None:
+    """Adds the contacts whose geom pair `keep(mj_model, g1, g2)` takes to `found[(world, geom1, geom2)]`:
+    (distance m, normal)."""
     for (g1, g2), dist, normal in zip(geoms, dists, normals, strict=True):
-        if mujoco.mjtGeom.mjGEOM_ELLIPSOID in (mj_model.geom_type[g1], mj_model.geom_type[g2]):
+        if keep(mj_model, g1, g2):
             found.setdefault((world, int(g1), int(g2)), []).append((float(dist), np.array(normal)))
 
 
-def warp_contacts(mj_model, warp_model, worlds) -> dict:
-    """Muscle contacts by MuJoCo Warp's collision at each world's state.
+def warp_contacts(mj_model, warp_model, worlds, keep=involves_muscle) -> dict:
+    """The contacts `keep` takes (default: a muscle's) by MuJoCo Warp's collision at each world's state.
 
     Args:
       mj_model: the `mujoco.MjModel` the states belong to.
       warp_model: MuJoCo Warp's model of it (`put_model`), with the cap to test.
       worlds: K world states (`qpos` (K, nq), `qvel` (K, nv), `mocap_pos` (K, nmocap, 3), `mocap_quat`).
+      keep: `keep(mj_model, geom1, geom2)` -> bool, the pairs compared.
 
     Returns:
       {(world, geom1, geom2): [(distance m, unit normal (3,)), ...]}.
@@ -58,14 +90,13 @@ def warp_contacts(mj_model, warp_model, worlds) -> dict:
         count = int(warp_data.nacon.numpy()[0])
         contact = warp_data.contact
         normals = contact.frame.numpy()[:count, 0]
-        _muscle_contacts(
-            mj_model, contact.geom.numpy()[:count], contact.dist.numpy()[:count], normals, world, found
-        )
+        geoms, dists = contact.geom.numpy()[:count], contact.dist.numpy()[:count]
+        _keep_contacts(mj_model, geoms, dists, normals, world, found, keep)
     return found
 
 
-def c_contacts(mj_model, worlds) -> dict:
-    """Muscle contacts by MuJoCo C's collision at each world's state, with `mj_model`'s cap (as
+def c_contacts(mj_model, worlds, keep=involves_muscle) -> dict:
+    """The contacts `keep` takes by MuJoCo C's collision at each world's state, with `mj_model`'s cap (as
     `warp_contacts`)."""
     data = mujoco.MjData(mj_model)
     found = {}
@@ -73,7 +104,7 @@ def c_contacts(mj_model, worlds) -> dict:
         _set_state(data, worlds, world)
         mujoco.mj_forward(mj_model, data)
         contact = data.contact
-        _muscle_contacts(mj_model, contact.geom, contact.dist, contact.frame[:, :3], world, found)
+        _keep_contacts(mj_model, contact.geom, contact.dist, contact.frame[:, :3], world, found, keep)
     return found
 
 
@@ -101,18 +132,25 @@ def _dist(contact) -> float:
     return contact[0]
 
 
-def test_capped_convex_collision_finds_the_default_contacts():
+def _with_default_cap(built):
+    """(`built` with MuJoCo's default cap, MuJoCo Warp's model of `built`, of that copy) on Warp's CPU."""
     import mujoco.mjx.third_party.mujoco_warp as mjw
+
+    assert built.opt.ccd_iterations == boxer.CCD_ITERATIONS < MUJOCO_CCD_ITERATIONS
+    default = copy.deepcopy(built)  # not another env's model: envs of one config share theirs
+    default.opt.ccd_iterations = MUJOCO_CCD_ITERATIONS
+    warp_built, warp_default = mjw.put_model(built), mjw.put_model(default)
+    assert warp_default.opt.ccd_iterations == MUJOCO_CCD_ITERATIONS != warp_built.opt.ccd_iterations
+    return default, warp_built, warp_default
+
+
+def test_capped_convex_collision_finds_the_default_contacts():
     import warp as wp
 
     env = CpuEnv(BlockConfig(body="muscular"), num_worlds=WORLDS)
     built = env.mj_model
-    assert built.opt.ccd_iterations == boxer.CCD_ITERATIONS < MUJOCO_CCD_ITERATIONS
-    default = copy.deepcopy(built)  # not another env's model: envs of one config share theirs
-    default.opt.ccd_iterations = MUJOCO_CCD_ITERATIONS
     with wp.ScopedDevice("cpu"):
-        warp_built, warp_default = mjw.put_model(built), mjw.put_model(default)
-        assert warp_default.opt.ccd_iterations == MUJOCO_CCD_ITERATIONS != warp_built.opt.ccd_iterations
+        default, warp_built, warp_default = _with_default_cap(built)
         env.reset()
         noise = np.random.default_rng(0)
         compared = {"warp": 0, "c": 0}
@@ -129,3 +167,34 @@ def test_capped_convex_collision_finds_the_default_contacts():
                 c_contacts(default, env.worlds), c_contacts(built, env.worlds), f"MuJoCo C, step {step}"
             )
     assert min(compared.values()) >= MIN_COMPARED, compared
+
+
+def test_capped_convex_collision_finds_the_default_contacts_where_punches_land():
+    """The simulated opponent throws `IMPACT_PUNCHES` at our muscular fighter holding the guard (face
+    episodes, zero actions); at every step the contacts of his geoms with our muscles agree between the
+    caps."""
+    import warp as wp
+
+    face_only = (1.0,) + (0.0,) * (len(KINDS) - 1)
+    env = CpuEnv(BlockConfig(body="muscular", kind_weights=face_only), num_worlds=len(IMPACT_PUNCHES))
+    built, library = env.mj_model, env.task.library
+    with wp.ScopedDevice("cpu"):
+        default, warp_built, warp_default = _with_default_cap(built)
+        env.reset()
+        punch = np.array([library.names.index(name) for name in IMPACT_PUNCHES], np.int32)
+        info = env.state.info.replace(punch=jnp.asarray(punch), frame=jnp.full(punch.shape, -1, jnp.int32))
+        env.state = env.state.replace(info=info)
+        compared = {"warp": 0, "c": 0}
+        for step in range(1, IMPACT_STEPS + 1):
+            env.step(np.zeros((env.num_worlds, env.action_size), np.float32))
+            compared["warp"] += assert_same_contacts(
+                warp_contacts(default, warp_default, env.worlds, between_fighters),
+                warp_contacts(built, warp_built, env.worlds, between_fighters),
+                f"MuJoCo Warp, step {step}",
+            )
+            compared["c"] += assert_same_contacts(
+                c_contacts(default, env.worlds, between_fighters),
+                c_contacts(built, env.worlds, between_fighters),
+                f"MuJoCo C, step {step}",
+            )
+    assert min(compared.values()) >= MIN_IMPACT_COMPARED, compared
