@@ -194,6 +194,28 @@ def test_bad_body_and_option_are_named():
         envs.make("sparring")
 
 
+def test_the_convex_collision_cap_reaches_every_engine_and_the_run_description():
+    """`ccd_iterations` (the learning check of the cap) sets the model's cap for MuJoCo Warp and MuJoCo C
+    and is recorded, so a checkpoint of the other cap does not resume; at the built cap the description is
+    the one of runs from before the field (their checkpoints still resume)."""
+    from boxjax.envs.cpu import CpuEnv
+    from boxjax.mjcf import CCD_ITERATIONS
+    from boxjax.models import checkpoint
+
+    built = envs.make("stance", body="simple", impl="jax")
+    assert built.mj_model.opt.ccd_iterations == CCD_ITERATIONS
+    assert "ccd_iterations" not in built.describe()["config"]
+    capped = envs.make("stance", body="simple", impl="warp", ccd_iterations=35)
+    assert capped.mj_model.opt.ccd_iterations == 35
+    assert capped.default_params().model.opt._impl.ccd_iterations == 35  # MuJoCo Warp's model got it
+    assert CpuEnv(capped.config).mj_model.opt.ccd_iterations == 35
+    assert capped.describe()["config"]["ccd_iterations"] == 35
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="ccd_iterations"):
+        checkpoint.check_resume({**built.describe(), "format": checkpoint.FORMAT}, capped.describe())
+    with pytest.raises(ValueError, match="ccd_iterations"):
+        envs.make("stance", body="simple", ccd_iterations=0)
+
+
 def test_fused_stance_iteration_runs_without_retrace():
     e = env()
     key = jax.random.PRNGKey(0)

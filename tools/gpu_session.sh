@@ -201,6 +201,26 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       log "no stance checkpoint: learning check skipped"
     fi
     ;;
+  ccd)  # ccd TASK BODY MINUTES [INIT]: the convex-collision cap's learning check, the same run (seed 0) with the
+    # built cap (boxer.CCD_ITERATIONS, 16) and with MuJoCo's default 35 (`--env ccd_iterations=35`) side by
+    # side, each with CCD_MEM of the GPU (default 0.45); TASK stance or block (block from INIT, a stance
+    # checkpoint); both reports (run_report for a stance, learn_report for blocking) on the pair
+    task=$2; body=$3; minutes=$4; init=${5:+--init $5}
+    log "convex-collision cap check: $task $body $minutes min, caps 16 and 35 ${5:+from $5}"
+    for cap in 16 35; do
+      run="ccd-$task-$body-cap$cap"
+      XLA_PYTHON_CLIENT_MEM_FRACTION=${CCD_MEM:-0.45} timeout "${CCD_LIMIT_S:-$((60 * ${minutes%.*} + 240))}" \
+        python3 experiments/$task.py --platform gpu --body "$body" --minutes "$minutes" --iterations 100000 \
+        --checkpoint-every 100000 --seed 0 --name "$run" --env ccd_iterations=$cap $init 2>&1 \
+        | grep -v "^Module " > "$OUT/logs/$run.txt" &
+    done
+    wait
+    report=learn_report; [ "$task" = stance ] && report=run_report
+    python3 experiments/$report.py runs/ccd-$task-$body-cap16 runs/ccd-$task-$body-cap35 | tee "$OUT/logs/ccd-$task-$body.txt"
+    for run in runs/ccd-$task-$body-cap*; do
+      mkdir -p "$OUT/${run#runs/}" && cp "$run"/metrics.jsonl "$run"/summary.json "$OUT/${run#runs/}/" 2>/dev/null
+    done
+    ;;
   par)  # par "SPEC" "SPEC" ...: phases side by side on one machine, each SPEC "[VAR=value ...] PHASE ARGS",
     # split like a shell line (quote values with spaces: "LEARN_FACTORS='fused stock' learn simple 3"); give
     # each GPU phase a memory share (STANCE_MEM, LEARN_MEM, WALK_MEM); console output in $OUT/par-N.txt

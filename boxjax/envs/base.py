@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from boxjax import mjcf
-from boxjax.ranges import POSITIVE, Range, check_fields
+from boxjax.ranges import COUNT, POSITIVE, Range, check_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,14 @@ class TaskConfig:
 
     RANGES: ClassVar[dict[str, Range]] = {}
     """Valid range of each numeric field a subclass adds (`boxjax.ranges`)."""
-    BASE_RANGES: ClassVar[dict[str, Range]] = {"control_dt_s": POSITIVE, "episode_s": POSITIVE}
+    BASE_RANGES: ClassVar[dict[str, Range]] = {
+        "control_dt_s": POSITIVE,
+        "episode_s": POSITIVE,
+        "ccd_iterations": COUNT,
+    }
+    AS_BUILT: ClassVar[dict[str, Any]] = {"ccd_iterations": mjcf.CCD_ITERATIONS}
+    """Fields whose default is the model as `boxjax.mjcf` builds it: `to_dict` leaves them out at that
+    value, so runs from before the field existed describe themselves as before (their checkpoints resume)."""
 
     body: str = "simple"
     """Boxer body: one of `boxjax.mjcf.BODIES`."""
@@ -64,6 +71,10 @@ class TaskConfig:
     """Seconds between policy actions (a multiple of the physics timestep)."""
     episode_s: float = 10.0
     """Episode length in seconds (the time limit)."""
+    ccd_iterations: int = mjcf.CCD_ITERATIONS
+    """Cap on the model's convex-collision (GJK/EPA) iterations for MuJoCo Warp and MuJoCo C (MJX's JAX
+    collision has none); the bodies are built with `boxjax.mjcf.CCD_ITERATIONS`, MuJoCo's default is 35
+    (the learning check of the cap runs both)."""
 
     def __post_init__(self) -> None:
         """Reject an unknown body (naming the valid ones) and any field outside its range."""
@@ -85,9 +96,18 @@ class TaskConfig:
         more in its world overrides this."""
         return mjcf.CONTACT_BUDGET[self.body]
 
+    def configure_model(self, mj_model: Any) -> None:
+        """Sets this config's MuJoCo options on the task's freshly built `mj_model` (before it goes to a
+        physics engine)."""
+        mj_model.opt.ccd_iterations = self.ccd_iterations
+
     def to_dict(self) -> dict:
-        """JSON-friendly copy."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """JSON-friendly copy (fields of `AS_BUILT` left out at that value)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()
+            if not (k in self.AS_BUILT and v == self.AS_BUILT[k])
+        }
 
 
 NONFINITE_METRIC = "nan"

@@ -21,12 +21,13 @@ Contact budgets: `CONTACT_BUDGET[body]` (one fighter), `PAIR_BUDGET[body]` (two 
 """
 
 from boxjax.mjcf.arena import build
-from boxjax.mjcf.boxer import BODIES, boxer_spec
+from boxjax.mjcf.boxer import BODIES, CCD_ITERATIONS, boxer_spec
 from boxjax.mjcf.budget import CONTACT_BUDGET, PAIR_BUDGET, ContactBudget
 from boxjax.mjcf.indexing import ArenaIndex, FighterIndex
 
 __all__ = [
     "BODIES",
+    "CCD_ITERATIONS",
     "CONTACT_BUDGET",
     "PAIR_BUDGET",
     "ArenaIndex",

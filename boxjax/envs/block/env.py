@@ -122,6 +122,7 @@ class BlockEnv:
             self.arena = puppet.build(config.body, lib.distance_m, config.opponent_contact_timeconst_s)
             self.opponent = self.arena.puppet
         self.mj_model, arena = self.arena.model, self.arena.index
+        config.configure_model(self.mj_model)
         self.me = arena.red
         if not self.simulated:
             self.guard_qpos = self.mj_model.key_qpos[arena.keyframes["stance"]].astype(np.float32)

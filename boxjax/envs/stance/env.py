@@ -267,6 +267,7 @@ class StanceEnv:
     def __init__(self, config: StanceConfig = StanceConfig(), backend: physics_backend.Backend | None = None):
         self.config = config
         self.mj_model, arena = mjcf.build(config.body)
+        config.configure_model(self.mj_model)
         self.index = arena.red
         budget = config.contact_budget()
         self.backend = backend or physics_backend.make("jax", budget.ncon_per_world, budget.njmax)
