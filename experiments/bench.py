@@ -18,6 +18,7 @@ import platform as host_platform
 import shlex
 import sys
 import time
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -242,14 +243,40 @@ def measure_sharded(
     return rows
 
 
-def price_of(device: str, prices: dict[str, float], key: str | None) -> tuple[str, float] | None:
-    """This device's price entry, by `key` or by name match."""
+class Price(NamedTuple):
+    """One machine's hourly price and where it was read (an entry of `prices.json`)."""
+
+    usd_per_hour: float
+    source: str
+    date: str
+
+
+def load_prices(path: str | None = None) -> dict[str, Price]:
+    """The entries of `prices.json` (or `path`) by machine name; an entry without its price, source or
+    date is a ValueError naming it."""
+    with open(path or os.path.join(HERE, "prices.json")) as f:
+        entries = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    try:
+        return {name: Price(**entry) for name, entry in entries.items()}
+    except TypeError as error:
+        raise ValueError(f"prices.json: every entry needs usd_per_hour, source and date ({error})") from None
+
+
+def price_entry(device: str, prices: dict[str, Price], key: str | None) -> tuple[str, Price] | None:
+    """This device's (name, price) in `prices`, by `key` or by the first word of a name found in the
+    device's name (None when none matches)."""
     if key:
         return key, prices[key]
-    for name, value in prices.items():
-        if not name.startswith("_") and name.split(" ")[0].lower() in device.lower():
-            return name, value
+    for name, price in prices.items():
+        if name.split(" ")[0].lower() in device.lower():
+            return name, price
     return None
+
+
+def price_of(device: str, prices: dict[str, Price], key: str | None) -> tuple[str, float] | None:
+    """This device's (name, USD per hour), as `price_entry` finds it."""
+    entry = price_entry(device, prices, key)
+    return None if entry is None else (entry[0], entry[1].usd_per_hour)
 
 
 def markdown(rows: list[dict], price: tuple[str, float] | None) -> str:
@@ -331,9 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(json.dumps(row) + "\n")
                 f.flush()
             print(f"measured {body} at {worlds} worlds on {devices} device(s)", flush=True)
-    with open(os.path.join(HERE, "prices.json")) as f:
-        prices = json.load(f)
-    print(markdown(rows, price_of(device, prices, args.price)))
+    print(markdown(rows, price_of(device, load_prices(), args.price)))
     print(f"rows written to {path}")
     return 0
 

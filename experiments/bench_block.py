@@ -538,9 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(row) + "\n")
                     f.flush()
                 print(f"measured {body} against the {opponent} opponent at {worlds} worlds", flush=True)
-    with open(os.path.join(bench.HERE, "prices.json")) as f:
-        prices = json.load(f)
-    print(markdown(rows, bench.price_of(device, prices, args.price)))
+    print(markdown(rows, bench.price_of(device, bench.load_prices(), args.price)))
     print(f"rows written to {path}")
     return 0
 

@@ -17,6 +17,7 @@ import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
 import plot_block  # noqa: E402
 import run_report  # noqa: E402
+import solve_report  # noqa: E402
 import stance  # noqa: E402
 import trace_report  # noqa: E402
 
@@ -233,6 +234,50 @@ def test_solve_rows_name_the_solve_and_refuse_a_run_that_did_not(tmp_path):
     args = [str(tmp_path), "--rows", str(out)] + [f"--label={k}={v}" for k, v in labels.items()]
     assert run_report.main(args) == 0
     assert [json.loads(line)["worlds"] for line in out.read_text().splitlines()] == [8] * 5
+
+
+def _solve_row(worlds: int, seed: int, seconds: float, **labels) -> dict:
+    row = {"bench": "solve", "device": "NVIDIA H200", "task": "stance", "body": "simple", "worlds": worlds,
+           "unroll": 16, "rule": "seed", "seed": seed, "caches": "warm", "commit": "abc1234"}  # fmt: skip
+    return {**row, **labels, "metric": "time_to_solve_s", "value": seconds, "unit": "s"}
+
+
+def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_path):
+    rows = [
+        _solve_row(1024, 0, 60.0),
+        _solve_row(1024, 1, 80.0),
+        _solve_row(2048, 0, 90.0),
+        {**_solve_row(2048, 0, 90.0), "metric": "setup_s_warm", "value": 12.0},  # not a solve time
+        _solve_row(4096, 0, 150.0, caches="cold"),
+        _solve_row(1024, 0, 300.0, device="Some Other GPU"),
+        {"bench": "stance", "metric": "time_to_solve_s", "value": 1.0},  # another benchmark's row
+    ]
+    path = tmp_path / "solve.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    solves = solve_report.read_solves([str(path)])
+    assert len(solves) == 5
+    prices = {"H200 (test)": solve_report.bench.Price(3.6, "a test's rate", "2026-12")}
+    table = solve_report.cost_table(solves, prices)
+    # 1,024 worlds: mean of 60 and 80 s; at $3.60/h, 70 s cost $0.070
+    line = "| NVIDIA H200 | simple | 1024 x 16 | seed | warm | $3.60/h | **70.0 s** "
+    assert line + "(seed 0: 60.0 s, seed 1: 80.0 s) | $0.070 |" in table
+    assert "| 4096 x 16 | seed | cold | $3.60/h | **150.0 s**" in table
+    assert "| Some Other GPU | simple | 1024 x 16 | seed | warm | n/a |" in table
+    assert "price 'H200 (test)': $3.60/h, a test's rate; 2026-12" in table
+    lines = solve_report.sweep_lines(solves)
+    warm = lines["simple, seed rule, warm, x16 (NVIDIA H200)"]
+    assert warm == [(1024, 70.0, [60.0, 80.0]), (2048, 90.0, [90.0])]
+    png = solve_report.draw_sweep(solves, str(tmp_path / "sweep.png"))
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_price_names_its_source_and_date(tmp_path):
+    prices = solve_report.bench.load_prices()  # the shipped prices.json
+    assert prices and all(p.usd_per_hour > 0 and p.source and p.date for p in prices.values())
+    bad = tmp_path / "prices.json"
+    bad.write_text(json.dumps({"Card": {"usd_per_hour": 1.0}}))
+    with pytest.raises(ValueError, match="usd_per_hour, source and date"):
+        solve_report.bench.load_prices(str(bad))
 
 
 def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
