@@ -15,14 +15,15 @@ over the batch; as Brax resets all its environments after each epoch of training
 `num_resets_per_eval` > 0, every world restarts from a new draw of reset states that often
 (`brax_reset_every`, `restart_on_draw`: every iteration in the DM Control configuration); the same learning
 rate, entropy weight, discount, GAE lambda, clip, reward scale, observation and advantage normalisation and
-network widths (SiLU, Brax's swish, in both); Brax's tanh-normal policy with a state-dependent scale and its
-sampled entropy estimate (`tanh_policy`); one device each (Brax with `max_devices_per_host=1`). Not matched:
-Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration; Brax updates
-the observation statistics before the gradient steps (std floor 1e-6, no clip), boxjax after them (floor 0.1,
-clip at 10); Brax masks steps cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them;
-Brax's layers start lecun-uniform, boxjax's orthogonal; Brax's minibatches hold whole unrolls, boxjax's single
-steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo`
-changes boxjax's config on top (the rows name every override). Both step the quiet model
+network widths (SiLU, Brax's swish, in both) and their lecun-uniform start (`network_init`); Brax's
+tanh-normal policy with a state-dependent scale and its sampled entropy estimate (`tanh_policy`); Brax's
+observation statistics (unit before any data, std floored at 1e-6, not clipped, taken in before the gradient
+steps with a fixed step size: `obs_normalizer`); one device each (Brax with `max_devices_per_host=1`). Not
+matched: Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration,
+and its policy-gradient advantage is r + gamma (lambda-return of s') - V(s) where boxjax's is GAE's; Brax masks steps
+cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them; Brax's minibatches hold whole
+unrolls, boxjax's single steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no
+clip in effect). `--ppo` changes boxjax's config on top (the rows name every override). Both step the quiet model
 (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
@@ -200,6 +201,8 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
         tanh_policy=brax_distribution(networks) == "tanh_normal",
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
+        network_init="lecun_uniform",
+        obs_normalizer="brax",
     )
     if not fields["tanh_policy"]:  # Brax's normal: one learnt scale starting at init_noise_std
         fields["init_log_std"] = math.log(networks.get("init_noise_std", 1.0))

@@ -291,12 +291,13 @@ def test_distillation_needs_an_environment_with_targets():
         )
 
 
-def test_a_reset_pool_or_a_tanh_policy_is_refused_on_the_cpu_path():
-    """The CPU path resets each world as its episode ends and trains the clipped normal policy: a pool
-    setting or a tanh policy is named, not ignored."""
+def test_a_reset_pool_a_tanh_policy_or_brax_s_normalizer_is_refused_on_the_cpu_path():
+    """The CPU path resets each world as its episode ends and trains the clipped normal policy with boxjax's
+    normaliser: a pool setting, a tanh policy or Brax's normaliser is named, not ignored."""
     refusals = [({"reset_every": 4}, "a reset pool is the fused GPU path's"),
                 ({"restart_on_draw": True}, "a reset pool is the fused GPU path's"),
-                ({"tanh_policy": True}, "train the clipped normal policy only")]  # fmt: skip
+                ({"tanh_policy": True}, "train the clipped normal policy only"),
+                ({"obs_normalizer": "brax"}, "keep boxjax's normaliser only")]  # fmt: skip
     for fields, message in refusals:
         with pytest.raises(ValueError, match=message):
             workers.train(

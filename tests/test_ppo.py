@@ -511,6 +511,76 @@ def test_normalizer_floors_the_std_of_constant_features():
     assert float(moved[0]) == pytest.approx(0.125 / OBS_STD_FLOOR, rel=1e-5)
 
 
+def test_brax_s_normalizer_is_unit_before_data_floored_at_1e_6_and_unclipped():
+    """`Normalizer.create(..., "brax")` normalises as Brax's running statistics; boxjax's floors at
+    `OBS_STD_FLOOR` and clips at ±10 (before any data too)."""
+    obs = jnp.asarray([50.0, 0.125], jnp.float32)
+    brax, ours = Normalizer.create(2, "brax"), Normalizer.create(2)
+    np.testing.assert_allclose(brax(obs), obs)  # unit std before any data, no clip
+    np.testing.assert_allclose(ours(obs), [10.0, 1.25])  # std = floor before any data, clipped
+    constant = jnp.zeros((1000, 2), jnp.float32)
+    np.testing.assert_allclose(brax.update(constant)(obs), obs / 1e-6, rtol=1e-5)
+    rng = np.random.default_rng(3)
+    data = rng.normal(2.0, 3.0, (200, 2))
+    both = [n.update(jnp.asarray(data, jnp.float32)) for n in (brax, ours)]
+    np.testing.assert_allclose(both[0].std, both[1].std)  # the same statistics where the floor is not hit
+    with pytest.raises(ValueError, match="unknown observation normalizer 'acme'"):
+        Normalizer.create(2, "acme")
+
+
+@pytest.mark.parametrize("desired_kl", [0.0, 0.01])
+def test_brax_s_normalizer_enters_the_statistics_before_the_update_at_a_fixed_step_size(desired_kl):
+    """With `obs_normalizer="brax"` and a fixed step size the update sees statistics that have taken in the
+    rollout (Brax's order): with a negligible step its ratios move (the rollout acted with unit statistics),
+    where boxjax's order keeps them at 1 (`test_update_measures_the_parameter_change_alone`); with an
+    adaptive step size (Brax's order then too) the statistics enter after the update."""
+    env = PointReach()
+    config = dataclasses.replace(
+        TOY_CONFIG,
+        learning_rate=1e-9,
+        learning_rate_bounds=(1e-9, 1e-2),
+        desired_kl=desired_kl,
+        obs_normalizer="brax",
+        network_init="lecun_uniform",  # Brax's too; its unscaled policy head feels the statistics' move
+    )
+    assert config.stats_before_update == (desired_kl == 0.0)
+    ts, rs = _toy_states(5, config)
+    assert ts.normalizer.unit_before_data and ts.normalizer.clip is None
+    ts, rs, metrics = make_train_iteration(env, config)(ts, rs, env.default_params())
+    assert float(ts.normalizer.count) == config.batch_size
+    if config.stats_before_update:  # 0.21 and 0.51 measured (seeds 5, 6); 1e-9 with the other order
+        assert float(metrics["loss/approx_kl"]) > 1e-2
+    else:
+        assert float(metrics["loss/approx_kl"]) < 1e-6
+
+
+def test_lecun_uniform_init_is_brax_s_on_every_layer():
+    """`network_init="lecun_uniform"`: every kernel uniform within sqrt(3 / fan_in) with about that
+    variance (the heads unscaled, as Brax's), biases zero; the default keeps the policy head 100x small."""
+    from boxjax.rl.train_step import make_network
+
+    env = PointReach()
+    wide = dataclasses.replace(TOY_CONFIG, policy_hidden=(256, 256), network_init="lecun_uniform")
+    params = init_train_state(env, wide, jax.random.PRNGKey(0)).params["params"]
+    for module in ("policy", "value"):
+        for layer in params[module].values():
+            kernel = np.asarray(layer["kernel"])
+            bound = np.sqrt(3.0 / kernel.shape[0])
+            assert np.abs(kernel).max() <= bound
+            if kernel.size >= 512:  # enough weights for the variance to be measured (1/fan_in, within 20 %)
+                assert kernel.var() == pytest.approx(1.0 / kernel.shape[0], rel=0.2)
+            assert not np.any(layer["bias"])
+    head = np.asarray(params["policy"]["Dense_2"]["kernel"])
+    assert np.abs(head).max() > 0.5 * np.sqrt(3.0 / 256)
+    ours = init_train_state(env, dataclasses.replace(wide, network_init="orthogonal"), jax.random.PRNGKey(0))
+    assert np.abs(np.asarray(ours.params["params"]["policy"]["Dense_2"]["kernel"])).max() < 0.02
+    with pytest.raises(ValueError, match="network_init 'xavier' is not one of"):
+        dataclasses.replace(TOY_CONFIG, network_init="xavier")
+    with pytest.raises(ValueError, match="obs_normalizer 'acme' is not one of"):
+        dataclasses.replace(TOY_CONFIG, obs_normalizer="acme")
+    assert make_network(env, wide).weight_init == "lecun_uniform"
+
+
 def test_learning_rate_adapts_to_the_kl_within_bounds():
     from boxjax.rl.train_step import adapt_learning_rate, learning_rate, make_optimizer
 

@@ -70,7 +70,7 @@ def update_normalizer(normalizer: Normalizer, batch: jax.Array, shards: Shards) 
     delta = batch_mean - normalizer.mean
     mean = normalizer.mean + delta * n / total
     m2 = normalizer.m2 + batch_m2 + jnp.square(delta) * normalizer.count * n / total
-    return Normalizer(count=total, mean=mean, m2=m2)
+    return normalizer.replace(count=total, mean=mean, m2=m2)
 
 
 def sum_episodes(summary: EpisodeSummary, shards: Shards) -> EpisodeSummary:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from boxjax.models.networks import INITS, NORMALIZERS
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
 _LATER_FIELDS = {
@@ -13,6 +14,8 @@ _LATER_FIELDS = {
     "restart_on_draw": False,
     "gae_window": 0,
     "tanh_policy": False,
+    "network_init": "orthogonal",
+    "obs_normalizer": "boxjax",
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
@@ -87,6 +90,16 @@ class PPOConfig:
     unroll when it collects several unrolls per update; 0 = one window, the whole unroll. Must divide
     `unroll_length`."""
 
+    network_init: str = "orthogonal"
+    """Weight initialisation of both networks (`boxjax.models.networks.INITS`): orthogonal, or Brax's
+    lecun-uniform on every layer."""
+    obs_normalizer: str = "boxjax"
+    """How observations are normalised (`boxjax.models.networks.NORMALIZERS`) and when the statistics take
+    in a rollout's observations: "boxjax" (std floored at 0.1, clipped at ±10; after the gradient steps, so
+    the update sees the statistics the rollout acted with) or "brax", Brax's PPO's (floored at 1e-6, not
+    clipped, unit std before any data; before the gradient steps with a fixed step size, after them when
+    `desired_kl` adapts it)."""
+
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
         "unroll_length": COUNT,
@@ -125,6 +138,11 @@ class PPOConfig:
                 f"PPOConfig: tanh_policy does not take distillation (distill_coef {self.distill_coef}): the "
                 "teacher's target is for an unsquashed mean"
             )
+        for name, valid in (("network_init", INITS), ("obs_normalizer", NORMALIZERS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(
+                    f"PPOConfig.{name} {getattr(self, name)!r} is not one of: {', '.join(valid)}"
+                )
         if self.gae_window and self.unroll_length % self.gae_window:
             raise ValueError(
                 f"PPOConfig: gae_window ({self.gae_window}) must divide unroll_length ({self.unroll_length})"
@@ -146,6 +164,12 @@ class PPOConfig:
                 raise ValueError(
                     f"PPOConfig.{name} ({value}) must be a multiple of the device count ({count})"
                 )
+
+    @property
+    def stats_before_update(self) -> bool:
+        """Whether an iteration's observations enter the statistics before its gradient steps (Brax's
+        normaliser with a fixed step size) rather than after them."""
+        return self.obs_normalizer == "brax" and self.desired_kl <= 0
 
     @property
     def batch_size(self) -> int:

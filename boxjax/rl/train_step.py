@@ -48,6 +48,7 @@ def make_network(env: base.Env, config: PPOConfig) -> ActorCritic:
         value_hidden=tuple(config.value_hidden),
         init_log_std=config.init_log_std,
         squash=config.tanh_policy,
+        weight_init=config.network_init,
     )
 
 
@@ -86,7 +87,7 @@ def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainS
     return TrainState(
         params=params,
         opt_state=make_optimizer(config).init(params),
-        normalizer=Normalizer.create(env.observation_size),
+        normalizer=Normalizer.create(env.observation_size, config.obs_normalizer),
         curriculum=base.init_curriculum(env),
         iteration=jnp.zeros((), jnp.int32),
         key=key,
@@ -366,6 +367,12 @@ def next_normalizer(
     return after, {"loss/kl_from_obs_stats": stats_kl if shards is None else shards.mean(stats_kl)}
 
 
+def finite_or(normalizer: Normalizer, fallback: Normalizer) -> tuple[Normalizer, jax.Array]:
+    """(`normalizer` if all its statistics are finite, else `fallback`; () bool whether they were)."""
+    ok = guard.all_finite(normalizer)
+    return guard.keep_if(ok, normalizer, fallback), ok
+
+
 def train_iteration(
     env: base.Env,
     config: PPOConfig,
@@ -379,7 +386,8 @@ def train_iteration(
     The update sees observations normalised with the statistics the rollout acted with, so its ratios and
     approximate KL measure the parameter change alone (the step size adapts to what it controls); the
     statistics take in the rollout's observations after the update, for the next rollout (the policy shift
-    that alone causes is logged as `loss/kl_from_obs_stats`).
+    that alone causes is logged as `loss/kl_from_obs_stats`). With `config.stats_before_update` (Brax's
+    normaliser and a fixed step size) they take them in before the update instead, which then sees them.
 
     With `shards` it is one device's part of the data-parallel iteration (`boxjax.rl.sharding`): the
     rollout state holds this device's worlds; the normaliser, gradients, episode totals and figures are
@@ -403,12 +411,16 @@ def train_iteration(
         reset_every=config.reset_every,
         restart_on_draw=config.restart_on_draw,
     )
-    batch_normalizer = train_state.normalizer
-    batch = advantages_and_batch(net, config, train_state.params, batch_normalizer, traj)
+    acted = train_state.normalizer
+    if config.stats_before_update:  # Brax's order: the update sees the statistics with this rollout's in
+        normalizer, stats_metrics = next_normalizer(net, config, train_state.params, acted, traj.obs, shards)
+        normalizer, stats_ok = finite_or(normalizer, acted)
+        train_state = train_state.replace(normalizer=normalizer)
+    batch = advantages_and_batch(net, config, train_state.params, train_state.normalizer, traj)
     params, opt_state, terms, guard_figures = update(net, config, train_state, batch, update_key, shards)
-    normalizer, stats_metrics = next_normalizer(net, config, params, batch_normalizer, traj.obs, shards)
-    stats_ok = guard.all_finite(normalizer)
-    normalizer = guard.keep_if(stats_ok, normalizer, batch_normalizer)
+    if not config.stats_before_update:
+        normalizer, stats_metrics = next_normalizer(net, config, params, acted, traj.obs, shards)
+        normalizer, stats_ok = finite_or(normalizer, acted)
     guard_figures[guard.PREFIX + "observation_statistics"] = (~stats_ok).astype(jnp.float32)
     observations_ok = guard.all_finite(traj.obs)
     if shards is not None:

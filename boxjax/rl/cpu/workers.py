@@ -332,6 +332,11 @@ def train(
         raise ValueError(
             "PPOConfig.tanh_policy: the CPU path's learners train the clipped normal policy only"
         )
+    if config.obs_normalizer != "boxjax":
+        raise ValueError(
+            f"PPOConfig.obs_normalizer {config.obs_normalizer!r}: the CPU path's learners keep boxjax's "
+            "normaliser only"
+        )
     cores = _cores()
     layout = plan_layout(workers, cores)
     env = env_factory(1, 1, 0)
