@@ -3,8 +3,8 @@
     python experiments/compare_brax.py ENV --steps N [--platform gpu] [--evals 10] [--seed 0]
         [--brax KEY=VALUE ...] [--ppo FIELD=VALUE ...] [--env-config KEY=VALUE ...] [--order brax,boxjax]
 
-ENV is a Playground environment (`mujoco_playground.registry.ALL_ENVS`, e.g. CheetahRun, HumanoidWalk).
-Brax trains it with the Playground's published PPO configuration for it (`brax_ppo_config` of its suite,
+ENV is a Playground environment (`mujoco_playground.registry.ALL_ENVS`, e.g. CheetahRun, HumanoidWalk). Brax
+trains it with the Playground's published PPO configuration for it (`brax_ppo_config` of its suite,
 `num_timesteps` set to N and `num_evals` to --evals; `--brax` changes any of its keys), wrapped as the
 Playground wraps it for Brax (`wrap_for_brax_training`). boxjax trains the same environment, in Brax's episode
 wrapper (the same episode length and action repeat), through `boxjax.envs.from_playground`, with the
@@ -18,13 +18,12 @@ rate, entropy weight, discount, GAE lambda, clip, reward scale, observation and 
 network widths (SiLU, Brax's swish, in both) and their lecun-uniform start (`network_init`); Brax's
 tanh-normal policy with a state-dependent scale and its sampled entropy estimate (`tanh_policy`); Brax's
 observation statistics (unit before any data, std floored at 1e-6, not clipped, taken in before the gradient
-steps with a fixed step size: `obs_normalizer`); one device each (Brax with `max_devices_per_host=1`). Not
-matched: Brax recomputes GAE with the current value network at every minibatch, boxjax once per iteration,
-and its policy-gradient advantage is r + gamma (lambda-return of s') - V(s) where boxjax's is GAE's; Brax masks steps
-cut by the time limit (`bootstrap_on_timeout` False), boxjax bootstraps them; Brax's minibatches hold whole
-unrolls, boxjax's single steps; Brax's `max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no
-clip in effect). `--ppo` changes boxjax's config on top (the rows name every override). Both step the quiet model
-(`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
+steps with a fixed step size: `obs_normalizer`); Brax's update layout: minibatches of whole unrolls whose
+advantages the loss computes at every gradient step with the current value network, Brax's way
+(`brax_advantages`); one device each (Brax with `max_devices_per_host=1`). Not matched: Brax's `max_grad_norm`
+None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top
+(the rows name every override). Both step the quiet model (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints
+no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -203,6 +202,7 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
         network_init="lecun_uniform",
         obs_normalizer="brax",
+        brax_advantages=True,
     )
     if not fields["tanh_policy"]:  # Brax's normal: one learnt scale starting at init_noise_std
         fields["init_log_std"] = math.log(networks.get("init_noise_std", 1.0))

@@ -53,8 +53,8 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     from boxjax.rl import ppo
     from boxjax.rl.rollout import init_rollout, rollout
     from boxjax.rl.train_step import (
-        advantages_and_batch,
         init_train_state,
+        make_batch,
         make_network,
         make_train_iteration,
         update,
@@ -108,7 +108,7 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
         rs = collect(ts, rs, key)[0]
     _, best, (_, traj, _, _) = timed(collect, ts, rs, key, repeats=repeats)
     out.append(("boxjax", "rollout_ms", 1e3 * best, "ms"))
-    batch_fn = jax.jit(lambda ts, traj: advantages_and_batch(net, config, ts.params, ts.normalizer, traj))
+    batch_fn = jax.jit(lambda ts, traj: make_batch(net, config, ts.params, ts.normalizer, traj))
     _, best, batch = timed(batch_fn, ts, traj, repeats=repeats)
     out.append(("boxjax", "gae_ms", 1e3 * best, "ms"))
     update_fn = jax.jit(lambda ts, b, k: update(net, config, ts, b, k)[:3])

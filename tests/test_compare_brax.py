@@ -37,7 +37,11 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     )
     assert config.max_grad_norm == compare_brax.NO_CLIP and config.normalize_observations
     assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5) and config.tanh_policy
-    assert (config.network_init, config.obs_normalizer) == ("lecun_uniform", "brax")
+    assert (config.network_init, config.obs_normalizer, config.brax_advantages) == (
+        "lecun_uniform",
+        "brax",
+        True,
+    )
     assert config.stats_before_update  # Brax's order with the configuration's fixed step size
     normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
     assert not compare_brax.boxjax_config(normal, {}).tanh_policy

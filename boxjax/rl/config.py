@@ -16,6 +16,7 @@ _LATER_FIELDS = {
     "tanh_policy": False,
     "network_init": "orthogonal",
     "obs_normalizer": "boxjax",
+    "brax_advantages": False,
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
@@ -99,6 +100,12 @@ class PPOConfig:
     the update sees the statistics the rollout acted with) or "brax", Brax's PPO's (floored at 1e-6, not
     clipped, unit std before any data; before the gradient steps with a fixed step size, after them when
     `desired_kl` adapts it)."""
+    brax_advantages: bool = False
+    """Brax's update layout (`boxjax.rl.unrolls`): minibatches of whole unrolls of `gae_window` steps, whose
+    advantages are computed in the loss with the current value network at every gradient step, Brax's way
+    (`losses.brax_gae`: truncated steps masked, the policy-gradient advantage r + gamma (lambda-return of
+    s') - V(s)); False: GAE once per iteration, minibatches of single transitions. One device, no
+    distillation."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -147,6 +154,8 @@ class PPOConfig:
             raise ValueError(
                 f"PPOConfig: gae_window ({self.gae_window}) must divide unroll_length ({self.unroll_length})"
             )
+        if self.brax_advantages:
+            self._check_unrolls()
         low, high = self.learning_rate_bounds
         if not low <= self.learning_rate <= high:
             raise ValueError(
@@ -155,6 +164,20 @@ class PPOConfig:
             )
         if self.num_devices > 1:
             self.check_devices(self.num_devices)
+
+    def _check_unrolls(self) -> None:
+        """Refuse what `brax_advantages` cannot take, naming it."""
+        if not self.gae_window or self.minibatch_size % self.gae_window:
+            raise ValueError(
+                f"PPOConfig.brax_advantages needs a gae_window (the unroll, {self.gae_window}) > 0 that "
+                f"divides minibatch_size ({self.minibatch_size})"
+            )
+        if self.distill_coef > 0:
+            raise ValueError(
+                f"PPOConfig.brax_advantages does not take distillation (distill_coef {self.distill_coef})"
+            )
+        if self.num_devices != 1:
+            raise ValueError(f"PPOConfig.brax_advantages runs on one device (num_devices {self.num_devices})")
 
     def check_devices(self, count: int) -> None:
         """Reject a device count that does not split the worlds and the minibatch evenly."""

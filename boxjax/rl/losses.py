@@ -44,6 +44,75 @@ def gae(
     return advantages, advantages + value
 
 
+def brax_gae(
+    reward: jax.Array,
+    value: jax.Array,
+    bootstrap_value: jax.Array,
+    termination: jax.Array,
+    truncation: jax.Array,
+    gamma: float,
+    lam: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Brax PPO's advantages over unrolls of consecutive steps (its `compute_gae`, written out).
+
+    Within an unroll the next state's value is the value of the next step's observation (after an
+    auto-reset, a fresh episode's: a terminal step does not bootstrap, a truncated one is masked out);
+    the last step bootstraps from `bootstrap_value`. The lambda-return `vs` is the value target; the
+    policy-gradient advantage is r + gamma * vs(s') - V(s), not GAE's sum of TD errors.
+
+    Args:
+      reward: (T, B) rewards (scaled).
+      value: (T, B) V(s_t) of the current value network.
+      bootstrap_value: (B,) V of the state reached by the last step.
+      termination: (T, B) 1.0 where the step ended the episode by a fall.
+      truncation: (T, B) 1.0 where it ended it by the time limit (the step is masked: advantage 0, target
+        its own value).
+      gamma: discount.
+      lam: lambda.
+
+    Returns:
+      (vs, advantage), each (T, B), without gradient.
+    """
+    keep = 1.0 - truncation
+    live = 1.0 - termination
+    next_value = jnp.concatenate([value[1:], bootstrap_value[None]], axis=0)
+    delta = (reward + gamma * live * next_value - value) * keep
+
+    def backward(carry: jax.Array, xs: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
+        delta_t, live_t, keep_t = xs
+        acc = delta_t + gamma * live_t * keep_t * lam * carry
+        return acc, acc
+
+    _, acc = jax.lax.scan(backward, jnp.zeros_like(bootstrap_value), (delta, live, keep), reverse=True)
+    vs = acc + value
+    next_vs = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)
+    advantage = (reward + gamma * live * next_vs - value) * keep
+    return jax.lax.stop_gradient(vs), jax.lax.stop_gradient(advantage)
+
+
+@struct.dataclass
+class UnitBatch:
+    """Transitions in unrolls of consecutive steps of one world (Brax's minibatch layout): every field has
+    leading shape (U,) unrolls, then (W,) steps where it is per step."""
+
+    obs: jax.Array
+    """(U, W, O) observation acted on."""
+    action: jax.Array
+    """(U, W, A) the policy's sample."""
+    log_prob: jax.Array
+    """(U, W) behaviour log probability."""
+    reward: jax.Array
+    """(U, W) reward, scaled."""
+    termination: jax.Array
+    """(U, W) 1.0 where the step ended its episode by a fall."""
+    truncation: jax.Array
+    """(U, W) 1.0 where it ended it otherwise (the time limit)."""
+    last_next_obs: jax.Array
+    """(U, O) the observation the unroll's last step reached (its bootstrap)."""
+    entropy_noise: jax.Array | None = None
+    """(U, W, A) standard normal noise for a squashed policy's entropy sample (as `LossBatch`'s)."""
+
+
 @struct.dataclass
 class LossBatch:
     """One minibatch of transitions, already flattened: every field has leading shape (B,)."""
@@ -147,3 +216,13 @@ def ppo_loss(
         clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32)),
         distill=distill,
     )
+
+
+def squashed_sample(mean: jax.Array, log_std: jax.Array, noise: jax.Array | None) -> jax.Array:
+    """(B, A) a reparametrised sample of the policy before its tanh from standard normal `noise` (B, A),
+    for its entropy estimate."""
+    if noise is None:
+        raise ValueError(
+            "a tanh-squashed policy's loss needs the batch's entropy_noise (its entropy is sampled)"
+        )
+    return mean + jnp.exp(log_std) * noise

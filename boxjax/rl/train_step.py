@@ -12,10 +12,10 @@ from flax import struct
 
 from boxjax.envs import base
 from boxjax.models.networks import ActorCritic, Normalizer
-from boxjax.rl import collectives, guard
+from boxjax.rl import collectives, guard, unrolls
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.losses import LossBatch, LossTerms, gae, ppo_loss
+from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, gae, ppo_loss, squashed_sample
 from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout, world_noise
 
 
@@ -138,16 +138,6 @@ def minibatch_loss(
     return terms.total, terms
 
 
-def squashed_sample(mean: jax.Array, log_std: jax.Array, noise: jax.Array | None) -> jax.Array:
-    """(B, A) a reparametrised sample of the policy before its tanh from standard normal `noise` (B, A),
-    for its entropy estimate."""
-    if noise is None:
-        raise ValueError(
-            "a tanh-squashed policy's loss needs the batch's entropy_noise (its entropy is sampled)"
-        )
-    return mean + jnp.exp(log_std) * noise
-
-
 def transition_noise(
     key: jax.Array, steps: int, worlds: int, action_size: int, shards: Shards | None = None
 ) -> jax.Array:
@@ -176,7 +166,7 @@ def update(
     net: ActorCritic,
     config: PPOConfig,
     train_state: TrainState,
-    batch: LossBatch,
+    batch: LossBatch | UnitBatch,
     key: jax.Array,
     shards: Shards | None = None,
 ) -> tuple[Any, Any, LossTerms]:
@@ -195,11 +185,16 @@ def update(
     optimizer = make_optimizer(config)
     normalizer = train_state.normalizer
     local_advantages = config.normalize_advantages and shards is None
+    in_unrolls = config.brax_advantages
+    if in_unrolls and shards is not None:
+        raise ValueError("PPOConfig.brax_advantages runs on one device")
 
-    def loss_fn(params, mb: LossBatch) -> tuple[jax.Array, LossTerms]:
+    def loss_fn(params, mb: LossBatch | UnitBatch) -> tuple[jax.Array, LossTerms]:
+        if in_unrolls:
+            return unrolls.unit_loss(net, config, params, normalizer, mb)
         return minibatch_loss(net, config, params, normalizer, mb, normalize_advantages=local_advantages)
 
-    def sgd_step(carry, mb: LossBatch):
+    def sgd_step(carry, mb: LossBatch | UnitBatch):
         params, opt_state = carry
         if shards is not None and config.normalize_advantages:
             mb = mb.replace(advantage=collectives.standardize(mb.advantage, shards))
@@ -216,9 +211,10 @@ def update(
         data = batch
         if net.squash:  # fresh entropy noise per transition and epoch, drawn before the shuffle
             noise_key = jax.random.fold_in(epoch_key, 1)
-            worlds = batch.obs.shape[0] // config.unroll_length
+            transitions = batch.log_prob.size
+            worlds = transitions // config.unroll_length
             noise = transition_noise(noise_key, config.unroll_length, worlds, net.action_size, shards)
-            data = batch.replace(entropy_noise=noise)
+            data = batch.replace(entropy_noise=unrolls.unit_noise(noise, config) if in_unrolls else noise)
         if shards is not None:
             epoch_key = jax.random.fold_in(epoch_key, shards.index())
         shuffled = minibatches(data, epoch_key, config.num_minibatches)
@@ -303,6 +299,16 @@ def advantages_and_batch(
         distill_mask=traj.distill_mask,
     )
     return jax.tree.map(_flatten_time, flat)
+
+
+def make_batch(
+    net: ActorCritic, config: PPOConfig, params: Any, normalizer: Normalizer, traj: Transition
+) -> LossBatch | UnitBatch:
+    """The update's batch of the trajectory: single transitions with their GAE (`advantages_and_batch`), or
+    with `config.brax_advantages` unrolls whose advantages the loss computes (`unrolls.unit_batch`)."""
+    if config.brax_advantages:
+        return unrolls.unit_batch(config, traj)
+    return advantages_and_batch(net, config, params, normalizer, traj)
 
 
 def _named_leaves(prefix: str, tree: Any) -> dict[str, jax.Array]:
@@ -416,7 +422,7 @@ def train_iteration(
         normalizer, stats_metrics = next_normalizer(net, config, train_state.params, acted, traj.obs, shards)
         normalizer, stats_ok = finite_or(normalizer, acted)
         train_state = train_state.replace(normalizer=normalizer)
-    batch = advantages_and_batch(net, config, train_state.params, train_state.normalizer, traj)
+    batch = make_batch(net, config, train_state.params, train_state.normalizer, traj)
     params, opt_state, terms, guard_figures = update(net, config, train_state, batch, update_key, shards)
     if not config.stats_before_update:
         normalizer, stats_metrics = next_normalizer(net, config, params, acted, traj.obs, shards)

@@ -332,6 +332,8 @@ def train(
         raise ValueError(
             "PPOConfig.tanh_policy: the CPU path's learners train the clipped normal policy only"
         )
+    if config.brax_advantages:
+        raise ValueError("PPOConfig.brax_advantages: the CPU path's learners take single transitions only")
     if config.obs_normalizer != "boxjax":
         raise ValueError(
             f"PPOConfig.obs_normalizer {config.obs_normalizer!r}: the CPU path's learners keep boxjax's "
