@@ -54,7 +54,11 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=1000, help="stop after this many iterations")
     p.add_argument("--minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--resume", default=None, help="checkpoint directory to continue exactly")
-    p.add_argument("--init", default=None, help="checkpoint directory whose model starts this run")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="checkpoint directory or policy file (.msgpack) whose model starts this run",
+    )
     p.add_argument("--name", default=None, help="run name (folder under runs/)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=50)

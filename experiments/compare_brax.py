@@ -21,9 +21,11 @@ observation statistics (unit before any data, std floored at 1e-6, not clipped, 
 steps with a fixed step size: `obs_normalizer`); Brax's update layout: minibatches of whole unrolls whose
 advantages the loss computes at every gradient step with the current value network, Brax's way
 (`brax_advantages`); one device each (Brax with `max_devices_per_host=1`). Not matched: Brax's `max_grad_norm`
-None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect). `--ppo` changes boxjax's config on top
-(the rows name every override). Both step the quiet model (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints
-no warning per world and step).
+None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect); with Brax's adaptive-KL schedule Brax
+adapts the step size to the analytic KL of its distributions, boxjax to the sampled estimate (`desired_kl`);
+Brax's arguments in `UNMAPPED_BRAX_DEFAULTS` are refused at any value but their default. `--ppo` changes
+boxjax's config on top (the rows name every override). Both step the quiet model
+(`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and
 are evaluated at its points, the same way: 128 episodes (or the configuration's `num_eval_envs`) of the full
@@ -70,6 +72,16 @@ BRAX_NETWORK_DEFAULTS = {
 }
 """`brax.training.agents.ppo.networks.make_ppo_networks`' widths and action distribution when a configuration
 names none (brax 0.14.2; `tests/test_compare_brax.py` checks them against the installed Brax)."""
+UNMAPPED_BRAX_DEFAULTS = {
+    "bootstrap_on_timeout": False,
+    "clipping_epsilon_value": None,
+    "use_distributional_critic": False,
+    "normalize_observations_std_eps": 0.0,
+    "normalize_observations_mode": "welford",
+    "normalize_until_count": None,
+}
+"""Brax PPO `train()` arguments boxjax has no counterpart for, at the values it matches (Brax 0.14.2's
+defaults; no Playground configuration sets them): any other value is refused by `boxjax_config`."""
 NO_CLIP = 1e9
 """boxjax's `max_grad_norm` for Brax's None (no gradient clip)."""
 FRAMEWORKS = ("brax", "boxjax")
@@ -174,6 +186,9 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
     """The `PPOConfig` matched to a Brax PPO configuration (see the module docstring), then `overrides`."""
     from boxjax.rl.config import PPOConfig
 
+    unmatched = {k: brax[k] for k, v in UNMAPPED_BRAX_DEFAULTS.items() if k in brax and brax[k] != v}
+    if unmatched:
+        raise ValueError(f"Brax settings boxjax does not match (only Brax's defaults): {unmatched}")
     networks = {**BRAX_NETWORK_DEFAULTS, **dict(brax.get("network_factory", {}))}
     schedule = getattr(brax.get("learning_rate_schedule"), "value", brax.get("learning_rate_schedule"))
     fields = dict(
@@ -191,6 +206,7 @@ def boxjax_config(brax: dict[str, Any], overrides: dict[str, Any]) -> Any:
         gamma=brax["discounting"],
         gae_lambda=brax.get("gae_lambda", 0.95),
         clip_eps=brax.get("clipping_epsilon", 0.3),
+        value_coef=brax.get("vf_loss_coefficient", 0.5),
         entropy_coef=brax["entropy_cost"],
         max_grad_norm=brax.get("max_grad_norm") or NO_CLIP,
         reward_scale=brax["reward_scaling"],

@@ -17,7 +17,8 @@ of `--repeats`, the iteration's mean), on the same worlds:
 - `reset_ms`: boxjax's reset of every world, which its rollout draws once per `reset_every` iterations.
 - `rollout_ms`: boxjax's whole rollout (policy, environment, episode totals, the draw of reset states
   when `reset_every` is 1; with more, a rollout that reuses its pool).
-- `gae_ms`: values of the unroll, GAE and the flat batch; `update_ms`: epochs x minibatches of updates.
+- `gae_ms`: values of the unroll, GAE and the flat batch (with `brax_advantages`, only the unrolls'
+  layout: the advantages are computed in the update's loss); `update_ms`: epochs x minibatches of updates.
 - `s_per_iteration`, `steps_per_s`: the fused iteration (`make_train_iteration`) as training runs it:
   the mean over whole cycles of the reset pool (at least `--repeats` iterations, each read back).
 

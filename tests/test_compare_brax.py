@@ -43,6 +43,9 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         True,
     )
     assert config.stats_before_update  # Brax's order with the configuration's fixed step size
+    assert compare_brax.boxjax_config({**DM_CONTROL, "vf_loss_coefficient": 0.25}, {}).value_coef == 0.25
+    with pytest.raises(ValueError, match="bootstrap_on_timeout"):
+        compare_brax.boxjax_config({**DM_CONTROL, "bootstrap_on_timeout": True}, {})
     normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
     assert not compare_brax.boxjax_config(normal, {}).tanh_policy
     assert compare_brax.boxjax_config(normal, {}).init_log_std == 0.0  # Brax's init_noise_std 1.0

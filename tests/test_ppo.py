@@ -700,6 +700,29 @@ def test_init_takes_the_model_of_a_checkpoint_whatever_else_it_holds(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_init_takes_the_model_of_a_policy_file_and_refuses_another_network(tmp_path):
+    """`--init` also takes a policy file (`export_policy.py`, the shipped teachers and blockers): its params
+    and normaliser, a fresh optimiser; a file of another network is refused by name, and training starts."""
+    env = PointReach()
+    trained, _ = ppo.train(env, TOY_CONFIG, jax.random.PRNGKey(3), iterations=2)
+    path = str(tmp_path / "policy.msgpack")
+    meta = ppo.run_meta(env, TOY_CONFIG)
+    checkpoint.save_policy(path, {"params": trained.params, "normalizer": trained.normalizer}, meta)
+    template = init_train_state(env, TOY_CONFIG, jax.random.PRNGKey(4))
+    got = checkpoint.init_model(path, template, meta)
+    assert set(got) == {"params", "normalizer"}  # the optimiser state stays the fresh one
+    for a, b in zip(jax.tree.leaves((got["params"], got["normalizer"])),
+                    jax.tree.leaves((trained.params, trained.normalizer)), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    wider = dataclasses.replace(TOY_CONFIG, policy_hidden=(64, 64))
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="ppo.policy_hidden"):
+        checkpoint.init_model(
+            path, init_train_state(env, wider, jax.random.PRNGKey(4)), ppo.run_meta(env, wider)
+        )
+    _, history = ppo.train(env, TOY_CONFIG, jax.random.PRNGKey(5), iterations=1, init=path)
+    assert np.isfinite(history[0]["loss/total"])
+
+
 def test_run_options_come_as_one_dataclass_or_single_fields_and_bad_ones_are_named():
     options = loop.RunOptions(iterations=2, checkpoint_every=1)
     _, history = ppo.train(PointReach(), TOY_CONFIG, jax.random.PRNGKey(0), options, iterations=3)

@@ -266,6 +266,27 @@ def load_policy(path: str, train_template: Any) -> dict[str, Any]:
     return out
 
 
+def read_source_meta(source: str) -> dict[str, Any]:
+    """The checkpoint meta of `source`: a checkpoint directory, or a policy file (`save_policy`)."""
+    return read_policy_meta(source) if os.path.isfile(source) else read_meta(source)
+
+
+def read_model(source: str, train_template: Any) -> dict[str, Any]:
+    """{field: value} of the model in `source`, shaped as `train_template`'s: a checkpoint directory's
+    `MODEL_PARTS` (`restore_model`), or a policy file's `POLICY_PARTS` (`load_policy`: no optimiser state,
+    so a run seeded from it starts its optimiser afresh)."""
+    if os.path.isfile(source):
+        return load_policy(source, train_template)
+    return restore_model(source, train_template)
+
+
+def init_model(source: str, train_template: Any, expected_meta: dict[str, Any]) -> dict[str, Any]:
+    """The model a run seeded from `source` (`--init`: a checkpoint directory or a policy file) takes, once
+    `check_init` accepts its meta against the run's `expected_meta`."""
+    check_init(read_source_meta(source), expected_meta)
+    return read_model(source, train_template)
+
+
 _ABSENT = object()
 
 

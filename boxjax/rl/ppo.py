@@ -244,9 +244,8 @@ def _initial_state(
             return dp.from_host(restored["train"], restored["rollout"], rollout_state)
         world = sharding.world_leaves(env, env_params, config.reset_every)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
-    if init:
-        checkpoint.check_init(checkpoint.read_meta(init), meta)
-        train_state = train_state.replace(**checkpoint.restore_model(init, train_state))  # its model only
+    if init:  # its model only (a policy file's without an optimiser state)
+        train_state = train_state.replace(**checkpoint.init_model(init, train_state, meta))
     if dp is not None:
         train_state = dp.replicate(train_state)
     return train_state, rollout_state

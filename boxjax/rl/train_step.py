@@ -341,7 +341,7 @@ def obs_stats_kl(
     net: ActorCritic, params: Any, before: Normalizer, after: Normalizer, obs: jax.Array
 ) -> jax.Array:
     """Mean KL between the policy (same `params`) normalising `obs` (..., O) with `before` and with `after`:
-    how far new observation statistics alone move the policy the next rollout acts with."""
+    how far new observation statistics alone move the policy."""
     mean_before, log_std = net.apply(params, before(obs), method=ActorCritic.policy_only)
     mean_after, log_std_after = net.apply(params, after(obs), method=ActorCritic.policy_only)
     if net.squash:  # the scale moves with the statistics too: the whole Gaussian KL (before || after)
@@ -361,8 +361,10 @@ def next_normalizer(
     shards: Shards | None,
 ) -> tuple[Normalizer, dict[str, jax.Array]]:
     """The statistics the next rollout acts with (`normalizer` having taken in `obs`, over all devices with
-    `shards`) and the figure of how far that alone moves the updated policy (`loss/kl_from_obs_stats`);
-    `normalizer` unchanged and no figure when the config does not normalise observations."""
+    `shards`) and the figure of how far that alone moves the policy of `params` (`loss/kl_from_obs_stats`):
+    the updated policy in boxjax's order; with `config.stats_before_update` the rollout's, taken in before
+    the update, so the figure is the part of the update's own KL the statistics cause. `normalizer`
+    unchanged and no figure when the config does not normalise observations."""
     if not config.normalize_observations:
         return normalizer, {}
     if shards is None:

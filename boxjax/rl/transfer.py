@@ -28,13 +28,13 @@ SHARED_FIELDS = ("joints", "joint_vel", "height", "gravity", "lin_vel", "ang_vel
 def prepare_init(path: str | None, env, config, out: str, seed: int) -> str | None:
     """The checkpoint `ppo.train_run(init=...)` (or `workers.train(init=...)`) should start from, or None.
 
-    A block checkpoint is used as it is once `checkpoint.check_init` accepts it; a stance checkpoint is
-    converted (`stance_init`) into `out`/init-from-stance.
+    A block checkpoint (directory or policy file) is used as it is once `checkpoint.check_init` accepts
+    it; a stance one is converted (`stance_init`) into `out`/init-from-stance.
     Anything else raises `CheckpointMismatchError` naming what differs. `env` is the `BlockEnv`.
     """
     if not path:
         return None
-    saved, expected = checkpoint.read_meta(path), ppo.run_meta(env, config)
+    saved, expected = checkpoint.read_source_meta(path), ppo.run_meta(env, config)
     task = saved.get("env")
     if task == "block":
         checkpoint.check_init(saved, expected)
@@ -140,7 +140,7 @@ def stance_init(path: str, saved: dict, env, config, target: str, seed: int) -> 
     train = init_train_state(stance, stance_config, key)
     # only the model: the fused path also stores a rollout state, whose structure depends on the physics
     # implementation it ran on (MuJoCo Warp's data is not MJX-JAX's), and a curriculum of its version
-    seed_state = train.replace(**checkpoint.restore_model(path, train))  # its model, whatever else it holds
+    seed_state = train.replace(**checkpoint.read_model(path, train))  # its model, whatever else it holds
     params = jax.tree.map(lambda x: x, seed_state.params)
     prior = float(config.batch_size)
     for net in ("policy", "value"):

@@ -137,7 +137,7 @@ def _template(body: str, meta: dict[str, Any], source: str) -> tuple[Teacher, di
     ppo = meta.get("ppo", {})
     teacher = Teacher(
         params=None,
-        normalizer=Normalizer.create(obs_size),
+        normalizer=Normalizer.create(obs_size, ppo.get("obs_normalizer", "boxjax")),
         leg_mask=jnp.asarray(walk.leg_action_mask(model, arena.red)),
         policy_hidden=tuple(ppo.get("policy_hidden", (256, 256))),
         value_hidden=tuple(ppo.get("value_hidden", (256, 256))),

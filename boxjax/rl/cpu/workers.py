@@ -200,9 +200,8 @@ def _initial_state(
     if resume:
         checkpoint.check_resume(checkpoint.read_meta(resume), meta)
         return checkpoint.restore(resume, {"train": state})["train"]
-    if init:
-        checkpoint.check_init(checkpoint.read_meta(init), meta)
-        return state.replace(**checkpoint.restore_model(init, state))  # a fused-path one holds more
+    if init:  # a fused-path checkpoint holds more, a policy file less (no optimiser state)
+        return state.replace(**checkpoint.init_model(init, state, meta))
     return state
 
 
