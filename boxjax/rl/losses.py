@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from boxjax.models.networks import gaussian_entropy, gaussian_log_prob, squashed_entropy
+from boxjax.rl.config import PPOConfig
 
 
 def gae(
@@ -226,3 +227,28 @@ def squashed_sample(mean: jax.Array, log_std: jax.Array, noise: jax.Array | None
             "a tanh-squashed policy's loss needs the batch's entropy_noise (its entropy is sampled)"
         )
     return mean + jnp.exp(log_std) * noise
+
+
+def configured_loss(
+    config: PPOConfig,
+    squash: bool,
+    mean: jax.Array,
+    log_std: jax.Array,
+    value: jax.Array,
+    batch: LossBatch,
+    normalize_advantages: bool,
+) -> LossTerms:
+    """`ppo_loss` with `config`'s weights; for a tanh-squashed policy (`squash`) its entropy sampled with the
+    batch's `entropy_noise` (`squashed_sample`)."""
+    return ppo_loss(
+        mean,
+        log_std,
+        value,
+        batch,
+        clip_eps=config.clip_eps,
+        value_coef=config.value_coef,
+        entropy_coef=config.entropy_coef,
+        normalize_advantages=normalize_advantages,
+        distill_coef=config.distill_coef,
+        entropy_sample=squashed_sample(mean, log_std, batch.entropy_noise) if squash else None,
+    )

@@ -15,7 +15,7 @@ from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.rl import collectives, guard, unrolls
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, gae, ppo_loss, squashed_sample
+from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, configured_loss, gae
 from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout, world_noise
 
 
@@ -123,18 +123,7 @@ def minibatch_loss(
         params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
         obs = obs.astype(compute_dtype)
     mean, log_std, value = jax.tree.map(lambda x: x.astype(jnp.float32), net.apply(params, obs))
-    terms = ppo_loss(
-        mean,
-        log_std,
-        value,
-        mb,
-        clip_eps=config.clip_eps,
-        value_coef=config.value_coef,
-        entropy_coef=config.entropy_coef,
-        normalize_advantages=normalize_advantages,
-        distill_coef=config.distill_coef,
-        entropy_sample=squashed_sample(mean, log_std, mb.entropy_noise) if net.squash else None,
-    )
+    terms = configured_loss(config, net.squash, mean, log_std, value, mb, normalize_advantages)
     return terms.total, terms
 
 

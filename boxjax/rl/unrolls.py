@@ -11,7 +11,7 @@ import jax
 
 from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, brax_gae, ppo_loss, squashed_sample
+from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, brax_gae, configured_loss
 from boxjax.rl.rollout import Transition
 
 
@@ -71,17 +71,7 @@ def unit_loss(
         log_prob=mb.log_prob.reshape(-1),
         advantage=advantage.T.reshape(-1),
         target=target.T.reshape(-1),
+        entropy_noise=None if mb.entropy_noise is None else mb.entropy_noise.reshape(-1, actions),
     )
-    noise = None if mb.entropy_noise is None else mb.entropy_noise.reshape(-1, actions)
-    terms = ppo_loss(
-        mean,
-        log_std,
-        value,
-        flat,
-        clip_eps=config.clip_eps,
-        value_coef=config.value_coef,
-        entropy_coef=config.entropy_coef,
-        normalize_advantages=config.normalize_advantages,
-        entropy_sample=squashed_sample(mean, log_std, noise) if net.squash else None,
-    )
+    terms = configured_loss(config, net.squash, mean, log_std, value, flat, config.normalize_advantages)
     return terms.total, terms
