@@ -159,6 +159,51 @@ def test_a_nan_loss_skips_its_gradient_steps():
     assert np.isfinite(float(terms.total)) and not guard.nonfinite_leaves(jax.device_get(params))
 
 
+def test_the_guard_leaves_a_finite_update_exactly_as_without_it(monkeypatch):
+    """On finite data the guarded update is the update without any guard (each step applied as
+    `apply_gradient` gives it): the checks only choose, they change no value. Two programs compiled apart
+    may round a float differently (XLA fuses and orders them otherwise): 1.5e-6 relative on one weight of
+    the update was seen, so 1e-5."""
+    from boxjax.rl import train_step
+
+    env = PointReach()
+    net = make_network(env, CONFIG)
+    ts = init_train_state(env, CONFIG, jax.random.PRNGKey(0))
+    batch = _batch(jax.random.PRNGKey(1), jax.random.normal(jax.random.PRNGKey(3), (CONFIG.batch_size,)))
+    guarded = update(net, CONFIG, ts, batch, jax.random.PRNGKey(2))
+
+    def unguarded(config, optimizer, params, opt_state, grads, approx_kl, total):
+        new = train_step.apply_gradient(config, optimizer, params, opt_state, grads, approx_kl)
+        return *new, {"loss": jnp.zeros(())}, jnp.ones(())
+
+    monkeypatch.setattr(train_step, "guarded_step", unguarded)
+    monkeypatch.setattr(train_step, "kept_finite", lambda new, old: (new, jnp.ones(())))
+    plain = update(net, CONFIG, ts, batch, jax.random.PRNGKey(2))
+    for a, b in zip(jax.tree.leaves(guarded[:3]), jax.tree.leaves(plain[:3]), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-10)
+    assert float(guarded[3][guard.SKIPPED_STEPS]) == 0.0
+
+
+def test_an_update_that_overflows_the_parameters_is_undone():
+    """A step size beyond float32 (inf on the device) turns the parameters non-finite at the first step,
+    whose loss and gradients were finite: the update is undone as a whole, counted as non-finite
+    parameters and as an update skipped."""
+    env = PointReach()
+    config = ppo.PPOConfig(**{**CONFIG.to_dict(), "learning_rate": 1e39, "learning_rate_bounds": (1e-5, 1e39),
+                              "desired_kl": 0.0, "policy_hidden": (16,), "value_hidden": (16,)})  # fmt: skip
+    net = make_network(env, config)
+    ts = init_train_state(env, config, jax.random.PRNGKey(0))
+    batch = _batch(jax.random.PRNGKey(1), jax.random.normal(jax.random.PRNGKey(3), (config.batch_size,)))
+    params, opt_state, _, figures = update(net, config, ts, batch, jax.random.PRNGKey(2))
+    for a, b in zip(
+        jax.tree.leaves((params, opt_state)), jax.tree.leaves((ts.params, ts.opt_state)), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert float(figures[guard.PREFIX + "parameters"]) == 1.0
+    assert float(figures[guard.UPDATE_SKIPPED]) == 1.0
+    assert guard.first_nonfinite({k: float(v) for k, v in figures.items()}) in ("loss", "parameters")
+
+
 def test_an_env_that_keeps_producing_nan_stops_the_run_with_a_finite_checkpoint(tmp_path, capsys):
     env = PoisonedReach(poison_from=3)
     directory = str(tmp_path / "ckpt")

@@ -309,8 +309,11 @@ def test_training_with_a_reset_pool_starts_as_without_and_then_reuses_it():
     runs = [ppo.train(PointReach(), c, jax.random.PRNGKey(2), iterations=3)[1] for c in (TOY_CONFIG, pooled)]
     for i in (0, 1):
         assert runs[0][i]["episode/return"] == runs[1][i]["episode/return"]
-        assert runs[0][i]["loss/total"] == runs[1][i]["loss/total"]
-    assert runs[0][2]["episode/return"] != runs[1][2]["episode/return"]
+        # the two programs are compiled apart: their updates may round a float differently (1 float32 ulp
+        # of the loss, 9e-8 relative, seen with the suite's XLA flags), so 1e-6
+        assert runs[0][i]["loss/total"] == pytest.approx(runs[1][i]["loss/total"], rel=1e-6)
+    third = [run[2]["episode/return"] for run in runs]
+    assert abs(third[0] - third[1]) > 1e-3 * abs(third[0])  # 1 % apart: episodes begun from another draw
 
 
 def test_update_measures_the_parameter_change_alone():

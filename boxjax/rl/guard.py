@@ -1,11 +1,11 @@
 """Finite or stop: the checks that keep a non-finite value out of the learner, and the host-side reports.
 
-On the device (inside the fused iteration) each gradient step is applied only when its loss, gradients and
-resulting parameters and optimiser state are all finite, and the observation statistics only take in a
-finite result; what was skipped is counted in the iteration's figures (`FIGURES`), read with the others
-(no extra host round-trip). On the host, `Guard` turns those figures into a `NAN` line and, after too many
-consecutive skipped updates (or at the first non-finite value with `stop_on_nan`), a `NonFiniteError`
-naming the first non-finite quantity and the iteration.
+On the device (inside the fused iteration) each gradient step is applied only when its loss and gradients
+are finite, an update whose resulting parameters or optimiser state are not is undone as a whole, and the
+observation statistics only take in a finite result; what was skipped is counted in the iteration's
+figures (`FIGURES`), read with the others (no extra host round-trip). On the host, `Guard` turns those
+figures into a `NAN` line and, after too many consecutive skipped updates (or at the first non-finite
+value with `stop_on_nan`), a `NonFiniteError` naming the first non-finite quantity and the iteration.
 """
 
 from __future__ import annotations

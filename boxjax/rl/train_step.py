@@ -165,7 +165,9 @@ def update(
     `num_minibatches` slices of `minibatch_size / shards.count`, advantages are standardised over the
     global minibatch, and gradients are averaged over the devices before the (identical) optimiser step.
 
-    A gradient step whose loss, gradients or result is not finite is skipped (`step_flags`).
+    A gradient step whose loss or gradients are not finite is skipped (`step_flags`); parameters or
+    optimiser state left non-finite by the update as a whole are replaced by the ones it started from
+    (`kept_finite`).
 
     Returns:
       new params, new optimiser state, the loss terms averaged over the applied gradient steps, and the
@@ -214,10 +216,20 @@ def update(
     (params, opt_state), (terms, flags, applied) = jax.lax.scan(epoch, carry, keys)
     terms, applied = jax.tree.map(_flatten_time, (terms, applied))
     terms = guard.masked_mean(terms, applied)
+    (params, opt_state), finite = kept_finite((params, opt_state), carry)
     figures = {guard.PREFIX + k: jnp.sum(v) for k, v in flags.items()}
+    figures[guard.PREFIX + "parameters"] = 1.0 - finite
+    applied = applied * finite
     figures[guard.SKIPPED_STEPS] = jnp.sum(1.0 - applied)
     figures[guard.UPDATE_SKIPPED] = (jnp.sum(applied) == 0).astype(jnp.float32)
     return params, opt_state, terms if shards is None else shards.mean(terms), figures
+
+
+def kept_finite(new: Any, old: Any) -> tuple[Any, jax.Array]:
+    """(`new` if every leaf is finite, else `old`; () 1.0 if it was): an update's parameters and optimiser
+    state, checked once after all its gradient steps. Shared by the fused iteration and the CPU learners."""
+    ok = guard.all_finite(new)
+    return guard.keep_if(ok, new, old), ok.astype(jnp.float32)
 
 
 def guarded_step(
@@ -229,22 +241,25 @@ def guarded_step(
     approx_kl: jax.Array,
     total: jax.Array,
 ) -> tuple[Any, Any, dict[str, jax.Array], jax.Array]:
-    """`apply_gradient`, kept only when finite: (params, opt_state, the step's `step_flags`, () 1.0 if it
-    was applied). Shared by the fused iteration and the CPU learners."""
-    new = apply_gradient(config, optimizer, params, opt_state, grads, approx_kl)
-    flags = step_flags(total, grads, new)
+    """`apply_gradient`, applied only when the step's loss and gradients are finite: (params, opt_state, the
+    step's `step_flags`, () 1.0 if it was applied). The flags are read before the update, so the choice
+    between the new and the old values joins the update's own elementwise work instead of a pass after a
+    check of its results (on the GPU, hundreds of small kernels per gradient step). Shared by the fused
+    iteration and the CPU learners."""
+    flags = step_flags(total, grads)
     applied = 1.0 - jnp.max(jnp.stack(list(flags.values())))
+    new = apply_gradient(config, optimizer, params, opt_state, grads, approx_kl)
     new_params, new_opt_state = guard.keep_if(applied > 0, new, (params, opt_state))
     return new_params, new_opt_state, flags, applied
 
 
-def step_flags(total: jax.Array, grads: Any, new: tuple[Any, Any]) -> dict[str, jax.Array]:
-    """() float32 flags of one gradient step: 1.0 where its loss, gradients or resulting (parameters,
-    optimiser state) `new` hold a non-finite value (the step is then not applied)."""
+def step_flags(total: jax.Array, grads: Any) -> dict[str, jax.Array]:
+    """() float32 flags of one gradient step: 1.0 where its loss is not finite, or its gradients' global
+    norm (NaN or inf when any gradient is, and inf when their squares overflow float32: above about 1e19,
+    no step to apply either) is not; the step is then not applied."""
     return {
         "loss": (~jnp.isfinite(total)).astype(jnp.float32),
-        "gradients": (~guard.all_finite(grads)).astype(jnp.float32),
-        "parameters": (~guard.all_finite(new)).astype(jnp.float32),
+        "gradients": (~jnp.isfinite(optax.tree.norm(grads))).astype(jnp.float32),
     }
 
 

@@ -1,8 +1,9 @@
 """The CPU path's learner: the GPU path's PPO update, split over L learner processes.
 
 The loss code is the GPU path's: `train_step.advantages_and_batch` (values and GAE), `train_step.minibatches`
-(one permutation per epoch), `train_step.minibatch_loss` (the loss of one minibatch, also in bf16) and
-`train_step.guarded_step` (the KL-adapted optimiser step, kept only when finite).
+(one permutation per epoch), `train_step.minibatch_loss` (the loss of one minibatch, also in bf16),
+`train_step.guarded_step` (the KL-adapted optimiser step, applied only when finite) and
+`train_step.kept_finite` (the update's result, kept only when finite).
 What differs is the loop: each minibatch is one jitted gradient call, then (with L > 1) one all-reduce of
 the flat gradient across the learners, then one jitted optimiser step, so the all-reduce can be timed.
 
@@ -37,6 +38,7 @@ from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import (
     advantages_and_batch,
     guarded_step,
+    kept_finite,
     learning_rate,
     make_network,
     make_optimizer,
@@ -90,6 +92,7 @@ class Learner:
         self._shuffle = jax.jit(self._local_minibatches)
         self._grads = jax.jit(self._flat_gradient)
         self._apply = jax.jit(self._apply_gradient)
+        self._kept_finite = jax.jit(kept_finite)
 
     def learn(
         self, state: LearnerState, traj: Transition, key: jax.Array
@@ -119,12 +122,14 @@ class Learner:
                 params, opt_state, step_terms, step_flags = self._apply(params, opt_state, flat)
                 terms.append(step_terms)
                 flags.append(step_flags)
-        flags = np.stack(jax.device_get(flags))  # (steps, flags): loss, gradients, parameters, applied
-        applied = flags[:, -1]
+        (params, opt_state), finite = self._kept_finite((params, opt_state), (state.params, state.opt_state))
+        flags = np.stack(jax.device_get(flags))  # (steps, flags): loss, gradients, applied
+        applied = flags[:, -1] * float(finite)
         means = np.stack(jax.device_get(terms))[applied > 0].mean(axis=0) if applied.any() else None
         figures = {
             guard.PREFIX + k: float(v) for k, v in zip(STEP_FLAGS, flags[:, :-1].sum(axis=0), strict=True)
         }
+        figures[guard.PREFIX + "parameters"] = 1.0 - float(finite)
         figures[guard.SKIPPED_STEPS] = float(len(applied) - applied.sum())
         figures[guard.UPDATE_SKIPPED] = float(not applied.any())
         if cfg.normalize_observations:
@@ -182,7 +187,7 @@ class Learner:
         return params, opt_state, terms, jnp.stack([*(flags[k] for k in STEP_FLAGS), applied])
 
 
-STEP_FLAGS = ("loss", "gradients", "parameters")
+STEP_FLAGS = ("loss", "gradients")
 """The per-step guard flags of `train_step.step_flags`, in the order `Learner` stacks them."""
 
 
