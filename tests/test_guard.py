@@ -184,6 +184,7 @@ def test_the_guard_leaves_a_finite_update_exactly_as_without_it(monkeypatch):
     assert float(guarded[3][guard.SKIPPED_STEPS]) == 0.0
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the step size, meant
 def test_an_update_that_overflows_the_parameters_is_undone():
     """A step size beyond float32 (inf on the device) turns the parameters non-finite at the first step,
     whose loss and gradients were finite: the update is undone as a whole, counted as non-finite
