@@ -49,6 +49,12 @@ def keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
+def finite_or(new: Any, old: Any) -> tuple[Any, jax.Array]:
+    """(`new` if every floating-point leaf is finite, else `old`; () bool whether it was)."""
+    ok = all_finite(new)
+    return keep_if(ok, new, old), ok
+
+
 def masked_mean(tree: Any, mask: jax.Array) -> Any:
     """Mean of every leaf (steps, ...) over the steps where `mask` (steps,) is 1; 0 where none is."""
     count = jnp.maximum(jnp.sum(mask), 1.0)

@@ -167,7 +167,7 @@ def update(
 
     A gradient step whose loss or gradients are not finite is skipped (`step_flags`); parameters or
     optimiser state left non-finite by the update as a whole are replaced by the ones it started from
-    (`kept_finite`).
+    (`guard.finite_or`).
 
     Returns:
       new params, new optimiser state, the loss terms averaged over the applied gradient steps, and the
@@ -216,20 +216,13 @@ def update(
     (params, opt_state), (terms, flags, applied) = jax.lax.scan(epoch, carry, keys)
     terms, applied = jax.tree.map(_flatten_time, (terms, applied))
     terms = guard.masked_mean(terms, applied)
-    (params, opt_state), finite = kept_finite((params, opt_state), carry)
+    (params, opt_state), finite = guard.finite_or((params, opt_state), carry)  # once, after every step
     figures = {guard.PREFIX + k: jnp.sum(v) for k, v in flags.items()}
-    figures[guard.PREFIX + "parameters"] = 1.0 - finite
+    figures[guard.PREFIX + "parameters"] = (~finite).astype(jnp.float32)
     applied = applied * finite
     figures[guard.SKIPPED_STEPS] = jnp.sum(1.0 - applied)
     figures[guard.UPDATE_SKIPPED] = (jnp.sum(applied) == 0).astype(jnp.float32)
     return params, opt_state, terms if shards is None else shards.mean(terms), figures
-
-
-def kept_finite(new: Any, old: Any) -> tuple[Any, jax.Array]:
-    """(`new` if every leaf is finite, else `old`; () 1.0 if it was): an update's parameters and optimiser
-    state, checked once after all its gradient steps. Shared by the fused iteration and the CPU learners."""
-    ok = guard.all_finite(new)
-    return guard.keep_if(ok, new, old), ok.astype(jnp.float32)
 
 
 def guarded_step(
@@ -243,9 +236,8 @@ def guarded_step(
 ) -> tuple[Any, Any, dict[str, jax.Array], jax.Array]:
     """`apply_gradient`, applied only when the step's loss and gradients are finite: (params, opt_state, the
     step's `step_flags`, () 1.0 if it was applied). The flags are read before the update, so the choice
-    between the new and the old values joins the update's own elementwise work instead of a pass after a
-    check of its results (on the GPU, hundreds of small kernels per gradient step). Shared by the fused
-    iteration and the CPU learners."""
+    between the new and the old values joins the update's own elementwise work instead of a pass over every
+    leaf after a check of its results. Shared by the fused iteration and the CPU learners."""
     flags = step_flags(total, grads)
     applied = 1.0 - jnp.max(jnp.stack(list(flags.values())))
     new = apply_gradient(config, optimizer, params, opt_state, grads, approx_kl)
@@ -379,12 +371,6 @@ def next_normalizer(
     return after, {"loss/kl_from_obs_stats": stats_kl if shards is None else shards.mean(stats_kl)}
 
 
-def finite_or(normalizer: Normalizer, fallback: Normalizer) -> tuple[Normalizer, jax.Array]:
-    """(`normalizer` if all its statistics are finite, else `fallback`; () bool whether they were)."""
-    ok = guard.all_finite(normalizer)
-    return guard.keep_if(ok, normalizer, fallback), ok
-
-
 def train_iteration(
     env: base.Env,
     config: PPOConfig,
@@ -426,13 +412,13 @@ def train_iteration(
     acted = train_state.normalizer
     if config.stats_before_update:  # Brax's order: the update sees the statistics with this rollout's in
         normalizer, stats_metrics = next_normalizer(net, config, train_state.params, acted, traj.obs, shards)
-        normalizer, stats_ok = finite_or(normalizer, acted)
+        normalizer, stats_ok = guard.finite_or(normalizer, acted)
         train_state = train_state.replace(normalizer=normalizer)
     batch = make_batch(net, config, train_state.params, train_state.normalizer, traj)
     params, opt_state, terms, guard_figures = update(net, config, train_state, batch, update_key, shards)
     if not config.stats_before_update:
         normalizer, stats_metrics = next_normalizer(net, config, params, acted, traj.obs, shards)
-        normalizer, stats_ok = finite_or(normalizer, acted)
+        normalizer, stats_ok = guard.finite_or(normalizer, acted)
     guard_figures[guard.PREFIX + "observation_statistics"] = (~stats_ok).astype(jnp.float32)
     observations_ok = guard.all_finite(traj.obs)
     if shards is not None:

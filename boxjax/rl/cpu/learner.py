@@ -3,7 +3,7 @@
 The loss code is the GPU path's: `train_step.advantages_and_batch` (values and GAE), `train_step.minibatches`
 (one permutation per epoch), `train_step.minibatch_loss` (the loss of one minibatch, also in bf16),
 `train_step.guarded_step` (the KL-adapted optimiser step, applied only when finite) and
-`train_step.kept_finite` (the update's result, kept only when finite).
+`guard.finite_or` (the update's result, kept only when finite).
 What differs is the loop: each minibatch is one jitted gradient call, then (with L > 1) one all-reduce of
 the flat gradient across the learners, then one jitted optimiser step, so the all-reduce can be timed.
 
@@ -38,7 +38,6 @@ from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import (
     advantages_and_batch,
     guarded_step,
-    kept_finite,
     learning_rate,
     make_network,
     make_optimizer,
@@ -92,7 +91,7 @@ class Learner:
         self._shuffle = jax.jit(self._local_minibatches)
         self._grads = jax.jit(self._flat_gradient)
         self._apply = jax.jit(self._apply_gradient)
-        self._kept_finite = jax.jit(kept_finite)
+        self._finite_or = jax.jit(guard.finite_or)
 
     def learn(
         self, state: LearnerState, traj: Transition, key: jax.Array
@@ -122,7 +121,7 @@ class Learner:
                 params, opt_state, step_terms, step_flags = self._apply(params, opt_state, flat)
                 terms.append(step_terms)
                 flags.append(step_flags)
-        (params, opt_state), finite = self._kept_finite((params, opt_state), (state.params, state.opt_state))
+        (params, opt_state), finite = self._finite_or((params, opt_state), (state.params, state.opt_state))
         flags = np.stack(jax.device_get(flags))  # (steps, flags): loss, gradients, applied
         applied = flags[:, -1] * float(finite)
         means = np.stack(jax.device_get(terms))[applied > 0].mean(axis=0) if applied.any() else None
@@ -193,9 +192,7 @@ STEP_FLAGS = ("loss", "gradients")
 
 def _guarded_normalizer_update(normalizer: Normalizer, obs: jax.Array) -> tuple[Normalizer, jax.Array]:
     """`normalizer` having taken in `obs`, kept as it was when the result is not finite; (it, finite?)."""
-    after = normalizer.update(obs)
-    ok = guard.all_finite(after)
-    return guard.keep_if(ok, after, normalizer), ok
+    return guard.finite_or(normalizer.update(obs), normalizer)
 
 
 def make_allreduce(learners: int) -> AllReduce:
