@@ -44,6 +44,7 @@ import datetime
 import json
 import os
 import shlex
+import statistics
 import sys
 import time
 
@@ -113,6 +114,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "physics, to size a lever before a learning check; repeatable; with --iteration-only",
     )
     p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a block task config field for every variant (e.g. opponent_freeze_idle=false); repeatable",
+    )
+    p.add_argument(
         "--trace",
         default=None,
         help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
@@ -130,9 +138,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"{flag} needs --iteration-only")
     try:
         args.mj_option = parse_mj_options(args.mj_option)
+        args.env = task_options(args.env)
     except ValueError as error:
         p.error(str(error))
     return args
+
+
+def task_options(pairs: list[str]) -> dict:
+    """["opponent_freeze_idle=false"] -> {"opponent_freeze_idle": False}: block config fields, each parsed
+    to its default's type (a ValueError naming an unknown field or a bad value)."""
+    import _cli
+
+    from boxjax.envs.block.config import BlockConfig
+
+    return _cli.field_values(pairs, BlockConfig())
 
 
 def parse_mj_options(items: list[str]) -> dict:
@@ -329,17 +348,21 @@ def time_iteration(
     iteration = make_train_iteration(env, config)
     tick = time.perf_counter()
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-    compile_s, best = time.perf_counter() - tick, float("inf")
+    compile_s, times = time.perf_counter() - tick, []
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
     captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
     for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-        best = min(best, time.perf_counter() - tick)
+        times.append(time.perf_counter() - tick)
+    best = min(times)
     captures = graphs.new_captures(captured_before) / repeats
     factored = (graphs.fused_factorizations() - factored_before) / repeats
-    progress(f"{body} {worlds}x{unroll}: iteration {best:.3f} s, {captures:.1f} graph captures each")
+    progress(
+        f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
+        f"{captures:.1f} graph captures each"
+    )
     if trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
             for _ in range(2):
@@ -349,6 +372,7 @@ def time_iteration(
     return {
         "compile": compile_s - best,
         "iteration": best,
+        "iteration_median": statistics.median(times),
         "collect": collect_s,
         "teacher": teacher_s,
         "overflow": overflow,
@@ -363,6 +387,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
     rows = [
         ("it_compile_s", it["compile"], "s"),
         ("s_per_iteration", it["iteration"], "s"),
+        ("s_per_iteration_median", it["iteration_median"], "s"),
         ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
         ("it_collect_s", it["collect"], "s"),
         ("it_teacher_s", it["teacher"], "s"),
@@ -446,15 +471,16 @@ def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
     if timed:
         lines += [
             "",
-            "| body | opponent | worlds | s/iteration | steps/s | "
+            "| body | opponent | worlds | s/iteration (best) | median | steps/s | "
             + " | ".join(f"{p} s" for p in ITERATION_PARTS)
             + " | graphs/it | $/1k it | $/M steps |",
         ]
-        lines.append("|" + "---|" * (8 + len(ITERATION_PARTS)))
+        lines.append("|" + "---|" * (9 + len(ITERATION_PARTS)))
         for (body, opponent, worlds), m in timed:
             cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" if f"it_{p}_s" in m else "–" for p in ITERATION_PARTS)
             lines.append(
                 f"| {body} | {opponent} | {worlds} | {m['s_per_iteration']:.3f} | "
+                f"{m.get('s_per_iteration_median', float('nan')):.3f} | "
                 f"{m['steps_per_s']:,.0f} | {cells} | "
                 f"{m.get('it_graph_captures', float('nan')):.1f} | {dollars(m, price)} |"
             )
@@ -489,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
         "mj_options": args.mj_option,
+        "task_options": args.env,
         "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
         "epochs": args.epochs,
         "minibatch": args.minibatch,
@@ -505,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
                 "substeps_in_one_call": args.substep_calls == "one",
                 "mj_options": args.mj_option,
                 "opponent": opponent,
+                **args.env,
             }
             for worlds, unroll in shapes:
                 case = Case(

@@ -101,8 +101,9 @@ def _kinematics(qpos: np.ndarray, impact_of: str | None = None) -> mujoco.MjData
     data.mocap_pos[:], data.mocap_quat[:] = e.guard_mocap_pos, e.guard_mocap_quat
     if impact_of is not None:
         p = e.library.names.index(impact_of)
-        joints = [model.joint("blue/" + j).id for j in e.library.joint_names]
-        angles = e.library.qpos[p, e.library.impact[p]]
+        moving = [j for j, n in enumerate(e.library.joint_names) if n not in e.opponent_frozen]
+        joints = [model.joint("blue/" + e.library.joint_names[j]).id for j in moving]
+        angles = e.library.qpos[p, e.library.impact[p], moving]
         data.qpos[model.jnt_qposadr[joints]] = np.clip(angles, *model.jnt_range[joints].T)
     mujoco.mj_kinematics(model, data)
     return data
@@ -139,9 +140,11 @@ def test_punch_library_round_trip_and_contents(tmp_path):
 def test_simulated_opponents_targets_are_the_librarys_angles_clipped_to_his_ranges():
     e, ctrl = env(), np.asarray(params().punches.ctrl)
     names = [e.mj_model.actuator(int(a)).name for a in e.opponent.actuator_ids]
-    cols = [names.index("blue/" + j) for j in e.library.joint_names]
+    moving = [j for j, n in enumerate(e.library.joint_names) if "blue/" + n in names]
+    assert all(n in e.opponent_frozen for j, n in enumerate(e.library.joint_names) if j not in moving)
+    cols = [names.index("blue/" + e.library.joint_names[j]) for j in moving]
     lo, hi = e.opponent.ctrl_range[cols].T
-    np.testing.assert_allclose(ctrl[..., cols], np.clip(e.library.qpos, lo, hi), atol=1e-6)
+    np.testing.assert_allclose(ctrl[..., cols], np.clip(e.library.qpos[..., moving], lo, hi), atol=1e-6)
     others = np.setdiff1d(np.arange(len(names)), cols)
     np.testing.assert_array_equal(
         ctrl[..., others], np.broadcast_to(e.opponent.stance_ctrl[others], ctrl[..., others].shape)
@@ -198,7 +201,7 @@ def test_punch_library_errors_are_named(tmp_path):
     with pytest.raises(ValueError, match="tail_wag"):
         punches.device_table(renamed, puppet_env().arena)
     with pytest.raises(ValueError, match="tail_wag"):
-        punches.ctrl_table(renamed, env().mj_model, env().opponent)
+        punches.ctrl_table(renamed, env().mj_model, env().opponent, env().opponent_frozen)
     np.savez(str(tmp_path / "old.npz"), format_version=np.int32(0))
     with pytest.raises(ValueError, match="format 0"):
         punches.load(str(tmp_path / "old.npz"))

@@ -198,3 +198,74 @@ def test_capped_convex_collision_finds_the_default_contacts_where_punches_land()
                 f"MuJoCo C, step {step}",
             )
     assert min(compared.values()) >= MIN_IMPACT_COMPARED, compared
+
+
+def _colliding(model, g1: int, g2: int) -> bool:
+    ct, ca = model.geom_contype, model.geom_conaffinity
+    return bool(ct[g1] & ca[g2] or ct[g2] & ca[g1])
+
+
+def test_muscles_meet_only_the_opponents_gloves_of_his_side():
+    """Our muscles touch the floor, each other and the opponent's gloves, never his bones or head nor the
+    bag; every pair a punch lands or is stopped through stays (his gloves against our muscles, forearms,
+    gloves and head); his bones still meet ours."""
+    from boxjax.envs.block import punches
+    from boxjax.mjcf import sparring
+
+    lib = punches.load()
+    world = sparring.build(
+        "muscular", "simple", lib.distance_m, frozen_rad=punches.idle_hinges(lib, "simple")
+    )
+    model, red, blue = world.model, world.index.red, world.index.blue
+    muscles = red.muscle_geom_ids
+    his = [g for g in np.flatnonzero(np.isin(model.geom_bodyid, blue.body_ids)) if model.geom_contype[g]]
+    gloves = set(blue.glove_geom_ids.tolist())
+    assert len(muscles) == 63 and len(his) > len(gloves)
+    for m in muscles:
+        assert _colliding(model, m, world.index.floor_geom) and not _colliding(model, m, world.index.bag_geom)
+        assert all(_colliding(model, m, g) == (g in gloves) for g in his)
+    ours = [*muscles, *red.forearm_geom_ids, *red.glove_geom_ids, red.head_geom_id]
+    assert all(_colliding(model, g, glove) for g in ours for glove in gloves)
+    assert _colliding(model, red.forearm_geom_ids[0], blue.head_geom_id)
+    assert _colliding(model, red.head_geom_id, blue.forearm_geom_ids[1])
+
+
+def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float64():
+    """`boxer.SOLVER_TOLERANCE` (1e-6) against MuJoCo's 1e-8 on MuJoCo C: from 30 states of the muscular
+    block world under random actions, one control step each lands on the same state (measured at commit
+    time: identical, as Newton converges past both tolerances in the same iterations; bound 1e-9 rad)."""
+    from boxjax.envs.block import punches
+    from boxjax.mjcf import sparring
+
+    lib = punches.load()
+    world = sparring.build(
+        "muscular", "simple", lib.distance_m, frozen_rad=punches.idle_hinges(lib, "simple")
+    )
+    model, me = world.model, world.index.red
+    assert model.opt.tolerance == boxer.SOLVER_TOLERANCE == 1e-6
+    data, rng = mujoco.MjData(model), np.random.default_rng(0)
+    mujoco.mj_resetDataKeyframe(model, data, world.index.keyframes["stance"])
+    data.qpos[:] = world.guard_qpos
+    data.mocap_pos[world.anchor_mocap], data.mocap_quat[world.anchor_mocap] = (
+        world.anchor_pos,
+        world.anchor_quat,
+    )
+    kind = mujoco.mjtState.mjSTATE_INTEGRATION
+    states, gaps, contacts = [], [], 0
+    for t in range(300):
+        data.ctrl[me.actuator_ids] = me.stance_ctrl + rng.uniform(-0.4, 0.4, me.actuator_ids.size)
+        mujoco.mj_step(model, data, nstep=5)
+        if t % 10 == 9:
+            state = np.empty(mujoco.mj_stateSize(model, kind))
+            mujoco.mj_getState(model, data, state, kind)
+            states.append(state)
+    for state in states:
+        after = []
+        for tolerance in (boxer.SOLVER_TOLERANCE, 1e-8):
+            model.opt.tolerance = tolerance
+            mujoco.mj_setState(model, data, state, kind)
+            mujoco.mj_step(model, data, nstep=5)
+            after.append(data.qpos.copy())
+            contacts += data.ncon
+        gaps.append(np.abs(after[0] - after[1]).max())
+    assert contacts > 0 and max(gaps) <= 1e-9, max(gaps)

@@ -257,6 +257,50 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     timeout "${PROFILE_LIMIT_S:-300}" python3 experiments/profile_ppo.py "$env" --platform gpu --out "$OUT/bench" "$@" \
       2>&1 | grep -v "^Module " | tee -a "$OUT/logs/profile-$env.txt" | tail -12
     ;;
+  seedbench)  # seedbench [BASE_DIR]: the seed table's blocking iteration (muscular, simulated opponent, shipped
+    # teacher, 2,048 x 16, 4 epochs of 2,048; best and median of SEED_REPEATS), first of BASE_DIR's boxjax/
+    # (an earlier commit unpacked there, named by BASE_COMMIT; this tree's experiments/ drive it), then of
+    # this tree, one after the other on this card; SEED_ARGS adds bench_block.py arguments to this tree's
+    case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
+      *H100*) price="H100 (cloud, on-demand)" ;; *) price="H200 (cloud, on-demand)" ;;
+    esac
+    args=(--platform gpu --iteration-only --teacher shipped --bodies muscular --opponents simulated
+      --shapes 2048x16 --repeats "${SEED_REPEATS:-5}" --out "$OUT/bench" --price "$price")
+    if [ -n "${2:-}" ]; then
+      log "seed bench at ${BASE_COMMIT:?name the base commit} ($2)"
+      cp -r experiments "$2"/
+      (cd "$2" && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:$PWD timeout "${BASE_LIMIT_S:-330}" \
+        python3 experiments/bench_block.py "${args[@]}" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/seedbench.txt" | tail -6)
+    fi
+    log "seed bench at ${BOXJAX_COMMIT:-this tree} ${SEED_ARGS:-}"
+    timeout "${BLOCK_LIMIT_S:-260}" python3 experiments/bench_block.py "${args[@]}" ${SEED_ARGS:-} 2>&1 \
+      | grep -v "^Module " | tee -a "$OUT/logs/seedbench.txt" | tail -6
+    ;;
+  seedrun)  # seedrun MINUTES: a blocking training run as the seed table's (muscular, simulated opponent, the
+    # task's defaults, shipped teacher) from the shipped muscular blocker, seed 0, alone on the card: its mean
+    # seconds per iteration inside training (run_report) and its learning figures (learn_report)
+    run=seedrun-muscular
+    log "seed-table training run, $2 min"
+    timeout "${SEEDRUN_LIMIT_S:-400}" python3 experiments/block.py --platform gpu --body muscular --minutes "$2" \
+      --iterations 100000 --checkpoint-every 100000 --seed 0 --teacher auto --name $run \
+      --init boxjax/data/blockers/block-muscular.msgpack 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+    tail -n 3 "$OUT/logs/$run.txt"
+    python3 experiments/learn_report.py runs/$run | tee -a "$OUT/logs/session.txt"
+    mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" 2>/dev/null
+    ;;
+  seedcpu)  # seedcpu MINUTES [COLLECTORS WORLDS]: the seed table's blocking training on this machine's CPUs
+    # (MuJoCo C, decoupled collectors and one learner; default 15 x 128 worlds x 16 steps = 30,720 steps per
+    # iteration, 4 epochs of 2,048) from the shipped muscular blocker, seed 0
+    run=seedcpu-muscular; collectors=${3:-15}; worlds=${4:-128}
+    log "seed-table CPU run, $2 min, $collectors collectors x $worlds worlds, $(nproc) cores"
+    timeout "${SEEDCPU_LIMIT_S:-330}" python3 experiments/block.py --platform cpu --mode decoupled --body muscular \
+      --collectors "$collectors" --worlds "$worlds" --learners 1 --unroll 16 --epochs 4 --minibatch 2048 --minutes "$2" \
+      --iterations 100000 --checkpoint-every 100000 --seed 0 --teacher auto --name $run \
+      --init boxjax/data/blockers/block-muscular.msgpack 2>&1 > "$OUT/logs/$run.txt"
+    tail -n 3 "$OUT/logs/$run.txt"
+    python3 experiments/learn_report.py runs/$run | tee -a "$OUT/logs/session.txt"
+    mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" 2>/dev/null
+    ;;
   bundle)
     bundle "$2"
     ;;

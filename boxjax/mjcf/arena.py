@@ -7,10 +7,12 @@ swapped so that the fighters collide with each other and never with themselves. 
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 import mujoco
 import numpy as np
 
-from boxjax.mjcf import boxer, collision, indexing, poses
+from boxjax.mjcf import boxer, collision, freeze, indexing, poses
 
 RED = "red/"
 BLUE = "blue/"
@@ -71,9 +73,11 @@ def arena_spec(
     bag_anchor=None,
     opponent_body: str | None = None,
     opponent_floor: bool = True,
+    opponent_frozen_rad: Mapping[str, float] | None = None,
 ) -> mujoco.MjSpec:
     """The arena's spec before keyframes: floor, our fighter, optionally the opponent (body `opponent_body`,
-    default ours; touching the floor unless `opponent_floor` is False) and the bag (hung at `bag_anchor`,
+    default ours; touching the floor unless `opponent_floor` is False; the hinges named in
+    `opponent_frozen_rad` held at those angles, `freeze.freeze_hinges`) and the bag (hung at `bag_anchor`,
     default `BAG_ANCHOR[opponent]`), and the mocap target."""
     spec = mujoco.MjSpec()
     spec.modelname = f"arena-{body}"
@@ -88,6 +92,8 @@ def arena_spec(
         collision.swap_team(rival)
         if not opponent_floor:
             collision.clear_floor(rival)
+        if opponent_frozen_rad:
+            freeze.freeze_hinges(rival, opponent_frozen_rad)
         frame = spec.worldbody.add_frame(pos=[OPPONENT_DISTANCE, 0, 0], quat=[0, 0, 0, 1])
         spec.attach(rival, prefix=BLUE, frame=frame)
     if bag:
@@ -105,21 +111,31 @@ def _yaw_pi(qpos: np.ndarray) -> np.ndarray:
     return out
 
 
-def _place(model, single, prefix: str, key: poses.Keyframe, qpos, ctrl) -> None:
-    """Writes one fighter's keyframe into the arena qpos/ctrl, matching joints and actuators by name."""
+def _place(model, single, prefix: str, key: poses.Keyframe, qpos, ctrl, frozen: Collection[str] = ()) -> None:
+    """Writes one fighter's keyframe into the arena qpos/ctrl, matching joints and actuators by name (the
+    `frozen` hinges, absent from the arena, skipped)."""
     for j in range(single.njnt):
+        if single.joint(j).name in frozen:
+            continue
         src, n = single.jnt_qposadr[j], 7 if j == 0 else 1
         dst = model.jnt_qposadr[model.joint(prefix + single.joint(j).name).id]
         qpos[dst : dst + n] = key.qpos[src : src + n]
     for a in range(single.nu):
-        ctrl[model.actuator(prefix + single.actuator(a).name).id] = key.ctrl[a]
+        if single.actuator(a).name not in frozen:
+            ctrl[model.actuator(prefix + single.actuator(a).name).id] = key.ctrl[a]
 
 
 def add_keyframes(
-    spec: mujoco.MjSpec, model: mujoco.MjModel, body: str, opponent: bool, opponent_body: str | None = None
+    spec: mujoco.MjSpec,
+    model: mujoco.MjModel,
+    body: str,
+    opponent: bool,
+    opponent_body: str | None = None,
+    opponent_frozen: Collection[str] = (),
 ) -> None:
     """Adds the `POSE_NAMES` keyframes to `spec` (compiled as `model`): every fighter placed (the opponent's
-    body `opponent_body`, default ours), every mocap body where the spec puts it."""
+    body `opponent_body`, default ours, less his `opponent_frozen` hinges), every mocap body where the spec
+    puts it."""
     rival = opponent_body or body
     single = boxer.boxer_spec(body).compile()
     single_rival = single if rival == body else boxer.boxer_spec(rival).compile()
@@ -131,7 +147,7 @@ def add_keyframes(
         if opponent:
             theirs = poses.keyframe(rival, name)
             mirrored = poses.Keyframe(qpos=_yaw_pi(theirs.qpos), ctrl=theirs.ctrl)
-            _place(model, single_rival, BLUE, mirrored, qpos, ctrl)
+            _place(model, single_rival, BLUE, mirrored, qpos, ctrl, opponent_frozen)
         spec.add_key(
             name=name,
             qpos=qpos.tolist(),

@@ -2,7 +2,10 @@
 
 Two geoms collide when `contype1 & conaffinity2 or contype2 & conaffinity1`. Each fighter owns a team
 bit; a fighter geom's conaffinity names the floor and the *other* team, so a fighter never collides
-with itself except through `SELF`, which only the muscles of the `muscular` body carry.
+with itself except through `SELF`, which only the muscles of the `muscular` body carry. Muscles carry their
+team's muscle bit instead of the team bit: of the other side they touch only the gloves (the one thing a
+punch lands or is stopped with), never his bones, head, muscles or the bag, pairs that decide nothing
+but cost a convex-collision test each.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ RED = 2
 BLUE = 4
 SELF = 8
 BAG = 16
+RED_MUSCLES = 32
+BLUE_MUSCLES = 64
 
 FLOOR_GEOM = (FLOOR, 0)
 """The floor: touches every geom whose conaffinity has `FLOOR`."""
 BAG_GEOM = (BAG, RED | BLUE)
 """The punching bag: touches both fighters, not the floor."""
 STRIKE = (RED, FLOOR | BLUE)
-"""Bones, head and gloves: floor, opponent and bag."""
-MUSCLE_FULL = (RED | SELF, FLOOR | BLUE | SELF)
-"""`muscular` muscles: as `STRIKE`, and muscle against muscle within one fighter."""
+"""Bones and head: floor, the opponent's bones, head and gloves, and the bag."""
+GLOVE = (RED, FLOOR | BLUE | BLUE_MUSCLES)
+"""Gloves: as `STRIKE`, and the opponent's muscles."""
+MUSCLE_FULL = (RED_MUSCLES | SELF, FLOOR | SELF)
+"""`muscular` muscles: the floor, muscle against muscle within one fighter, and the opponent's gloves."""
 FLOOR_ONLY = (0, FLOOR)
 """Feet: the floor only, so box feet never meet an ellipsoid or another box."""
 NONE = (0, 0)
@@ -30,8 +37,10 @@ NONE = (0, 0)
 
 
 def _swap(bits: int) -> int:
-    red, blue = bits & RED, bits & BLUE
-    return (bits & ~(RED | BLUE)) | (BLUE if red else 0) | (RED if blue else 0)
+    out = bits & ~(RED | BLUE | RED_MUSCLES | BLUE_MUSCLES)
+    for ours, theirs in ((RED, BLUE), (RED_MUSCLES, BLUE_MUSCLES)):
+        out |= (theirs if bits & ours else 0) | (ours if bits & theirs else 0)
+    return out
 
 
 def swap_team(spec: mujoco.MjSpec) -> None:

@@ -65,11 +65,11 @@ class PuppetArena:
 
 
 def _puppet_bits(contype: int, conaffinity: int) -> tuple[int, int]:
-    """Collision bits of a puppet geom: the blue fighter's strike geoms touch red only; muscles (the
-    `SELF` bit), feet and visual geoms touch nothing."""
+    """Collision bits of a puppet geom: the blue fighter's strike geoms touch red only (his gloves our muscles
+    too); muscles (the `SELF` bit), feet and visual geoms touch nothing."""
     if contype & collision.SELF or not contype & collision.BLUE:
         return 0, 0
-    return collision.BLUE, conaffinity & collision.RED
+    return collision.BLUE, conaffinity & (collision.RED | collision.RED_MUSCLES)
 
 
 def _add_body(

@@ -12,6 +12,7 @@ meets our forearm is stopped or deflected by the physics (his shoulder and elbow
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import mujoco
 import numpy as np
@@ -62,9 +63,11 @@ def build(
     opponent_body: str = "simple",
     distance_m: float = arena.OPPONENT_DISTANCE,
     weld_timeconst_s: float = 0.02,
+    frozen_rad: Mapping[str, float] | None = None,
 ) -> SparringArena:
     """The block arena with both fighters simulated, the opponent (`opponent_body`) `distance_m` away in
-    the guard, his pelvis welded to the root anchor (solref time constant `weld_timeconst_s`).
+    the guard, his pelvis welded to the root anchor (solref time constant `weld_timeconst_s`), his hinges
+    named in `frozen_rad` held at those angles (rad; `freeze.freeze_hinges`: his tree loses those dofs).
 
     Raises:
       ValueError: unknown body, or a time constant that is not positive.
@@ -73,14 +76,20 @@ def build(
     boxer.variant(opponent_body)
     if weld_timeconst_s <= 0:
         raise ValueError(f"weld_timeconst_s must be positive, got {weld_timeconst_s}")
+    frozen = tuple(frozen_rad or ())
 
     def spec_of():
         return arena.arena_spec(
-            body, opponent=True, bag=True, opponent_body=opponent_body, opponent_floor=False
+            body,
+            opponent=True,
+            bag=True,
+            opponent_body=opponent_body,
+            opponent_floor=False,
+            opponent_frozen_rad=frozen_rad,
         )
 
     free = spec_of()
-    arena.add_keyframes(free, free.compile(), body, True, opponent_body)
+    arena.add_keyframes(free, free.compile(), body, True, opponent_body, frozen)
     free_model = free.compile()
     free_index = indexing.arena_index(free_model, body, opponent=True, bag=True)
     guard = puppet.place_opponent(
@@ -93,7 +102,7 @@ def build(
     pos, quat = data.xpos[pelvis].copy(), data.xquat[pelvis].copy()
     spec = spec_of()
     _add_anchor(spec, pos, quat, weld_timeconst_s)
-    arena.add_keyframes(spec, spec.compile(), body, True, opponent_body)
+    arena.add_keyframes(spec, spec.compile(), body, True, opponent_body, frozen)
     model = spec.compile()
     index = indexing.arena_index(model, body, opponent=True, bag=True)
     anchor = model.body(ROOT_ANCHOR).id

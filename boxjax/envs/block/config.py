@@ -4,7 +4,7 @@ its params, per-world state and the hand-over between a step's two halves (`env.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 from flax import struct
@@ -64,6 +64,11 @@ class BlockConfig(TaskConfig):
     """The simulated opponent's body. "simple" by default: he only throws the recorded punches (solved on
     "simple") and is seen and blocked through his bones, head and gloves, which every body shares; his
     muscles and fingers would only add physics (a second 89-DoF tree, muscle contacts against ours)."""
+    opponent_freeze_idle: bool = True
+    """Whether the simulated opponent's hinges that the punch library never moves (`punches.idle_hinges`: with
+    the shipped library his neck, the sideways lumbar and thorax, forearm roll, wrists and legs) are fixed in
+    his body at the angles he holds (`boxjax.mjcf.freeze`): his tree shrinks from 43 to 18 dofs; what is lost
+    is those joints' sag under his PD targets. False keeps every hinge."""
     opponent_weld_timeconst_s: float = 0.02
     """Solref time constant of the weld holding the simulated opponent's pelvis to the recorded root path
     (MuJoCo's default stiffness: he sags 0.5 mm in the guard)."""
@@ -188,6 +193,10 @@ class BlockConfig(TaskConfig):
     """Bonus for a recovery."""
     w_fall: float = 10.0
     """Penalty on the step that falls."""
+
+    AS_BUILT: ClassVar[dict[str, Any]] = {**TaskConfig.AS_BUILT, "opponent_freeze_idle": True}
+    """As `TaskConfig.AS_BUILT`; runs from before the opponent's idle hinges were frozen describe themselves
+    as before and resume with them frozen."""
 
     RANGES = {
         "kind_weights": NON_NEGATIVE,

@@ -111,10 +111,17 @@ class BlockEnv:
         lib = punches.load(config.punch_library or None, body=config.body)
         self.simulated = config.opponent == "simulated"
         """Whether the opponent is a simulated fighter (else the puppet)."""
+        frozen = self.simulated and config.opponent_freeze_idle
+        self.opponent_frozen = punches.idle_hinges(lib, config.opponent_body) if frozen else {}
+        """The simulated opponent's hinges fixed in his body, with their angles (rad)."""
         if self.simulated:
             punches.require_body(lib, config.opponent_body, config.punch_library or None)
             self.arena = sparring.build(
-                config.body, config.opponent_body, lib.distance_m, config.opponent_weld_timeconst_s
+                config.body,
+                config.opponent_body,
+                lib.distance_m,
+                config.opponent_weld_timeconst_s,
+                self.opponent_frozen,
             )
             self.opponent = self.arena.index.blue
             self.guard_qpos = self.arena.guard_qpos.astype(np.float32)
@@ -233,7 +240,7 @@ class BlockEnv:
             model=self.backend.put_model(self.mj_model),
             template=template,
             punches=(
-                punches.ctrl_table(self.library, self.mj_model, self.opponent)
+                punches.ctrl_table(self.library, self.mj_model, self.opponent, self.opponent_frozen)
                 if self.simulated
                 else punches.device_table(self.library, self.arena)
             ),

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +47,7 @@ import numpy as np
 from flax import struct
 
 import boxjax
+from boxjax.mjcf import boxer, poses
 from boxjax.mjcf.indexing import FighterIndex
 from boxjax.mjcf.puppet import PuppetArena
 
@@ -222,6 +224,32 @@ def resample(lib: PunchLibrary, rate_hz: float) -> PunchLibrary:
     return dataclasses.replace(lib, qpos=out, length=length, impact=impact, rate_hz=float(rate_hz))
 
 
+IDLE_RANGE_RAD = 1e-6
+"""A library joint whose angle varies by at most this over every frame of every punch is idle."""
+
+
+def _idle_angle(lib: PunchLibrary, name: str) -> float | None:
+    """The angle a library joint keeps in every frame, or None when it moves (more than `IDLE_RANGE_RAD`)."""
+    values = lib.qpos[..., lib.joint_names.index(name)]
+    return float(values.flat[0]) if float(values.max() - values.min()) <= IDLE_RANGE_RAD else None
+
+
+def idle_hinges(lib: PunchLibrary, body: str) -> dict[str, float]:
+    """The hinges of `body` (unprefixed names) that the opponent holds still through every punch of `lib`,
+    each with the angle he holds (rad): library joints that never move, at their angle clipped to the
+    joint's range (as his PD target is), and every hinge outside the library at its `stance` target."""
+    model = boxer.boxer_spec(body).compile()
+    stance = poses.keyframe(body, "stance")
+    out = {}
+    for a in range(model.nu):
+        name = model.actuator(a).name
+        if name not in lib.joint_names:
+            out[name] = float(stance.ctrl[a])
+        elif (angle := _idle_angle(lib, name)) is not None:
+            out[name] = float(np.clip(angle, *model.actuator_ctrlrange[a]))
+    return out
+
+
 def _labels(lib: PunchLibrary) -> dict[str, jax.Array]:
     """The table fields every opponent shares: lengths, impact frames, hands, targets."""
     return dict(
@@ -232,7 +260,9 @@ def _labels(lib: PunchLibrary) -> dict[str, jax.Array]:
     )
 
 
-def ctrl_table(lib: PunchLibrary, model: mujoco.MjModel, fighter: FighterIndex) -> PunchTable:
+def ctrl_table(
+    lib: PunchLibrary, model: mujoco.MjModel, fighter: FighterIndex, frozen: Mapping[str, float] | None = None
+) -> PunchTable:
     """The library as the simulated opponent's PD targets: his `stance` targets with the library's joints
     set, clipped to their actuators' control ranges.
 
@@ -240,17 +270,24 @@ def ctrl_table(lib: PunchLibrary, model: mujoco.MjModel, fighter: FighterIndex) 
       lib: the library, already at the control rate (`resample`).
       model: the two-fighter arena (`boxjax.mjcf.sparring.build`).
       fighter: the opponent's index in it.
+      frozen: his hinges fixed in his body and their angles (`idle_hinges`), left out of the table.
 
     Raises:
-      ValueError: a library joint the opponent's body does not actuate.
+      ValueError: a library joint the opponent's body does not actuate, or one frozen in his body that the
+        library moves.
     """
+    frozen = frozen or {}
     names = [model.actuator(a).name.removeprefix(fighter.prefix) for a in fighter.actuator_ids]
-    missing = [n for n in lib.joint_names if n not in names]
+    missing = [n for n in lib.joint_names if n not in names and n not in frozen]
     if missing:
         raise ValueError(f"punch library joints {missing} are not actuated joints of the opponent's body")
-    cols = np.array([names.index(n) for n in lib.joint_names])
+    moved = [n for n in lib.joint_names if n in frozen and _idle_angle(lib, n) is None]
+    if moved:
+        raise ValueError(f"punch library moves joints {moved} that are frozen in the opponent's body")
+    used = [j for j, n in enumerate(lib.joint_names) if n in names]
+    cols = np.array([names.index(lib.joint_names[j]) for j in used], dtype=int)
     ctrl = np.broadcast_to(fighter.stance_ctrl, (*lib.qpos.shape[:2], len(names))).copy()
-    ctrl[..., cols] = np.clip(lib.qpos, *fighter.ctrl_range[cols].T)
+    ctrl[..., cols] = np.clip(lib.qpos[..., used], *fighter.ctrl_range[cols].T)
     return PunchTable(ctrl=jnp.asarray(ctrl, jnp.float32), **_labels(lib))
 
 
