@@ -258,23 +258,23 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
       2>&1 | grep -v "^Module " | tee -a "$OUT/logs/profile-$env.txt" | tail -12
     ;;
   seedbench)  # seedbench [BASE_DIR]: the seed table's blocking iteration (muscular, simulated opponent, shipped
-    # teacher, 2,048 x 16, 4 epochs of 2,048; best and median of SEED_REPEATS), first of BASE_DIR's boxjax/
-    # (an earlier commit unpacked there, named by BASE_COMMIT; this tree's experiments/ drive it), then of
-    # this tree, one after the other on this card; SEED_ARGS adds bench_block.py arguments to this tree's
+    # teacher, 2,048 x 16, 4 epochs of 2,048; best and median of SEED_REPEATS), first of this tree, then of
+    # BASE_DIR's boxjax/ (an earlier commit unpacked there, named by BASE_COMMIT; this tree's experiments/
+    # drive it), one after the other on this card; SEED_ARGS adds bench_block.py arguments to this tree's
     case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
       *H100*) price="H100 (cloud, on-demand)" ;; *) price="H200 (cloud, on-demand)" ;;
     esac
     args=(--platform gpu --iteration-only --teacher shipped --bodies muscular --opponents simulated
       --shapes 2048x16 --repeats "${SEED_REPEATS:-5}" --out "$OUT/bench" --price "$price")
+    log "seed bench at ${BOXJAX_COMMIT:-this tree} ${SEED_ARGS:-}"
+    timeout "${BLOCK_LIMIT_S:-340}" python3 experiments/bench_block.py "${args[@]}" ${SEED_ARGS:-} 2>&1 \
+      | grep -v "^Module " | tee -a "$OUT/logs/seedbench.txt" | tail -6
     if [ -n "${2:-}" ]; then
       log "seed bench at ${BASE_COMMIT:?name the base commit} ($2)"
-      cp -r experiments "$2"/
-      (cd "$2" && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:$PWD timeout "${BASE_LIMIT_S:-330}" \
+      rm -rf "$2/experiments" && cp -r experiments "$2"/
+      (cd "$2" && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:$PWD timeout "${BASE_LIMIT_S:-230}" \
         python3 experiments/bench_block.py "${args[@]}" 2>&1 | grep -v "^Module " | tee -a "$OUT/logs/seedbench.txt" | tail -6)
     fi
-    log "seed bench at ${BOXJAX_COMMIT:-this tree} ${SEED_ARGS:-}"
-    timeout "${BLOCK_LIMIT_S:-260}" python3 experiments/bench_block.py "${args[@]}" ${SEED_ARGS:-} 2>&1 \
-      | grep -v "^Module " | tee -a "$OUT/logs/seedbench.txt" | tail -6
     ;;
   seedrun)  # seedrun MINUTES: a blocking training run as the seed table's (muscular, simulated opponent, the
     # task's defaults, shipped teacher) from the shipped muscular blocker, seed 0, alone on the card: its mean
