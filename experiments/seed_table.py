@@ -47,7 +47,7 @@ SEED_ROWS = (
         "s_per_iteration": 1.74,
         "steps_per_s": 15_300,
         "usd_per_1k": 0.71,
-        "how": "seed's table, optimised 32-bit CPU (60 workers x 7 copies x 64 steps, 3 learners x 12 threads)",
+        "how": "seed's table, optimised 32-bit CPU (60 workers x 7 copies x 64 steps; 3 learners)",
     },
 )
 """The seed's blocking table ("Optimised: the comparison"), as printed there."""
@@ -153,56 +153,69 @@ def train_cells(rows: list[dict]) -> dict[tuple[str, str], dict]:
     return out
 
 
-def table(rows: list[dict], prices: dict) -> str:
-    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured."""
-    lines = [
-        "| machine | price ($/h, source date) | s/iteration | steps/s | $ / 1,000 iterations | how |",
-        "|---|---|---|---|---|---|",
-    ]
-    for s in SEED_ROWS:
-        lines.append(
-            f"| {s['machine']} | {s['usd_per_hour']:.2f} | {s['s_per_iteration']:.2f} | "
-            f"{s['steps_per_s']:,} | {s['usd_per_1k']:.2f} | {s['how']} |"
-        )
+def _priced(prices: dict, device: str, key: str | None = None) -> tuple[str, float | None]:
+    """(price cell, USD per hour or None) of a device, as `bench.price_entry` finds it."""
+    entry = bench.price_entry(device, prices, key)
+    if entry is None:
+        return "no price", None
+    return f"{entry[1].usd_per_hour:.2f} ({entry[0]}, {entry[1].date})", entry[1].usd_per_hour
 
-    def priced(device: str, key: str | None = None) -> tuple[str, float | None]:
-        entry = bench.price_entry(device, prices, key)
-        if entry is None:
-            return "no price", None
-        return f"{entry[1].usd_per_hour:.2f} ({entry[0]}, {entry[1].date})", entry[1].usd_per_hour
 
+def _line(machine: str, price: tuple[str, float | None], s: float, steps_per_s: float, how: str) -> str:
+    cost = f"{usd_per_1k(s, price[1]):.3f}" if price[1] else "n/a"
+    return f"| {machine} | {price[0]} | {s:.3f} | {steps_per_s:,.0f} | {cost} | {how} |"
+
+
+def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
+    lines = []
     for device, cell in bench_cells(rows).items():
-        price, usd = priced(device)
         for name in ("s_per_iteration_median", "s_per_iteration"):
-            if name not in cell:
-                continue
-            s = cell[name]
-            cost = f"{usd_per_1k(s, usd):.3f}" if usd else "n/a"
-            kind = "median" if name.endswith("median") else "best"
-            how = f"bench {kind} of {cell.get('repeats', 'the')} iterations, commit {cell['commit']}, {cell['date']}"
-            lines.append(f"| {device} | {price} | {s:.3f} | {32768 / s:,.0f} | {cost} | {how} |")
+            if name in cell:
+                kind = "median" if name.endswith("median") else "best"
+                how = f"bench {kind} of {cell.get('repeats', 'the')} iterations, commit {cell['commit']}"
+                s = cell[name]
+                lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
+    return lines
+
+
+def _train_lines(rows: list[dict], prices: dict) -> list[str]:
+    lines = []
     for (device, platform), cell in train_cells(rows).items():
-        price, usd = priced(device, cell.get("price_key"))
-        s = cell["s_per_iteration"]
-        cost = f"{usd_per_1k(s, usd):.3f}" if usd else "n/a"
         how = f"training run mean ({cell['iterations']:.0f} iterations), {platform} path"
         if "collect_s" in cell:
             how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
             how += f" / collectors wait {cell['collector_wait_s']:.2f} s"
         how += f", commit {cell['commit']}, {cell['date'][:10]}"
         machine = device + (f" ({cell['cores']} cores)" if "cores" in cell else "")
-        lines.append(f"| {machine} | {price} | {s:.3f} | {cell['steps_per_s']:,.0f} | {cost} | {how} |")
+        s = cell["s_per_iteration"]
+        lines.append(
+            _line(machine, _priced(prices, device, cell.get("price_key")), s, cell["steps_per_s"], how)
+        )
         if "collect_s" in cell and "cores" in cell:
-            steps = cell["steps_per_s"] * s
-            projected = project_cores(cell, int(cell["cores"]), PROJECT_CORES, LEARNER_CORES)
-            price, usd = priced("", PROJECT_PRICE)
-            p = projected["s_per_iteration"]
-            lines.append(
-                f"| **projection**: {PROJECT_CORES} cores, from the row above | {price} | {p:.3f} | "
-                f"{steps / p:,.0f} | {usd_per_1k(p, usd):.3f} | not measured: collect {projected['collect_s']:.2f} s "
-                f"on {PROJECT_CORES - LEARNER_CORES} collector cores at the measured rate, learn as measured |"
+            p = project_cores(cell, int(cell["cores"]), PROJECT_CORES, LEARNER_CORES)
+            how = (
+                f"not measured: collect {p['collect_s']:.2f} s on {PROJECT_CORES - LEARNER_CORES} collector "
+                "cores at the measured rate, learn as measured"
             )
-    return "\n".join(lines)
+            machine = f"**projection**: {PROJECT_CORES} cores, from the row above"
+            steps = cell["steps_per_s"] * s
+            price = _priced(prices, "", PROJECT_PRICE)
+            lines.append(_line(machine, price, p["s_per_iteration"], steps / p["s_per_iteration"], how))
+    return lines
+
+
+def table(rows: list[dict], prices: dict) -> str:
+    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured."""
+    lines = [
+        "| machine | price ($/h: entry, date) | s/iteration | steps/s | $ / 1,000 iterations | how |",
+        "|---|---|---|---|---|---|",
+    ]
+    for seed in SEED_ROWS:
+        lines.append(
+            f"| {seed['machine']} | {seed['usd_per_hour']:.2f} | {seed['s_per_iteration']:.2f} | "
+            f"{seed['steps_per_s']:,} | {seed['usd_per_1k']:.2f} | {seed['how']} |"
+        )
+    return "\n".join(lines + _bench_lines(rows, prices) + _train_lines(rows, prices))
 
 
 def main(argv: list[str] | None = None) -> int:

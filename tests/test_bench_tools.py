@@ -12,11 +12,13 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
 import _cli  # noqa: E402
+import bench  # noqa: E402
 import bench_block  # noqa: E402
 import bench_cpu  # noqa: E402
 import learn_report  # noqa: E402
 import plot_block  # noqa: E402
 import run_report  # noqa: E402
+import seed_table  # noqa: E402
 import solve_report  # noqa: E402
 import stance  # noqa: E402
 import trace_report  # noqa: E402
@@ -402,3 +404,77 @@ def test_every_kept_benchmark_row_names_its_device_body_task_worlds_and_commit()
                 assert row["commit"] != "unrecorded" or (
                     len(recorded) >= 7 and all(c in "0123456789abcdef" for c in recorded)
                 ), f"{name}:{number}"
+
+
+def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
+    """Synthetic rows: the newest commit's seed-world bench (median and best), a CPU training run's mean past
+    the warm-up with its split, the 96-core projection from it; other worlds and shapes are left out."""
+    common = {"bench": "block", "teacher": "shipped", "epochs": 4, "minibatch": 2048, **seed_table.WORLD}
+    rows = [
+        {
+            **common,
+            "device": "NVIDIA H200",
+            "commit": "old",
+            "date": "2026-12-01T00:00",
+            "metric": "s_per_iteration",
+            "value": 0.5,
+        },
+        {
+            **common,
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:00",
+            "metric": "s_per_iteration",
+            "value": 0.30,
+        },
+        {
+            **common,
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:00",
+            "metric": "s_per_iteration_median",
+            "value": 0.32,
+        },
+        {
+            **common,
+            "worlds": 4096,
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:01",
+            "metric": "s_per_iteration",
+            "value": 0.1,
+        },
+    ]
+    metrics = [
+        {
+            "s_per_iteration": 9.0 if i < seed_table.WARMUP_ITERATIONS else 2.0,
+            "steps_per_s": 15000.0,
+            "profile/collect_s": 1.5,
+            "profile/learner_update_s": 1.0,
+            "profile/collector_wait_s": 0.5,
+            "profile/learner_wait_s": 0.0,
+        }
+        for i in range(seed_table.WARMUP_ITERATIONS + 3)
+    ]
+    labels = {
+        "device": "cpu:x86_64 x16",
+        "platform": "cpu",
+        "commit": "new",
+        "date": "2026-12-05T01:00",
+        "command": "block.py",
+        "cores": 16,
+        "run": "r",
+        "price_key": "16 vCPU share of the seed's c8a spot",
+    }
+    rows += seed_table.run_rows(metrics, labels)
+    figures = {r["metric"]: r["value"] for r in rows if r["bench"] == "block-train"}
+    assert figures["s_per_iteration"] == 2.0 and figures["iterations"] == 3 and figures["collect_s"] == 1.5
+    text = seed_table.table(rows, bench.load_prices())
+    assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 |" in text and "| 0.300 |" in text
+    assert "0.500" not in text and "0.100" not in text
+    assert "| cpu:x86_64 x16 (16 cores) | 0.25 " in text and "| 2.000 | 15,000 | 0.137 |" in text
+    # 96 cores: collect 1.5 s x 15 / 95 = 0.237 s, below the measured update (1.0 s), which sets the pace
+    assert "**projection**: 96 cores" in text and "| 1.000 | 30,000 | 0.411 | not measured" in text
+    assert "| 1.19 | 27,500 | 0.22 |" in text and "| 1.74 | 15,300 | 0.71 |" in text
+    with pytest.raises(ValueError, match="none past the 5 of warm-up"):
+        seed_table.run_rows(metrics[:5], labels)
