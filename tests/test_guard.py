@@ -19,7 +19,7 @@ import pytest
 from flax import struct
 from mujoco import mjx
 
-from boxjax.envs.base import EpisodeSummary, State, from_playground, quiet_models
+from boxjax.envs.base import NONFINITE_METRIC, EpisodeSummary, State, from_playground, quiet_models
 from boxjax.envs.toy import PointReach, ReachParams
 from boxjax.models import checkpoint
 from boxjax.rl import guard, ppo
@@ -316,3 +316,56 @@ def test_sigint_mid_run_checkpoints_and_resumes_exactly(tmp_path):
         jax.tree.leaves(resumed.train_state.params), jax.tree.leaves(straight.train_state.params), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class DeadReach(PointReach):
+    """`PointReach` whose state its own guard finds non-finite in every world at every step (each world is
+    then reset, its observations stay finite): a broken environment the update cannot notice."""
+
+    def reset(self, params: ReachParams, key: jax.Array) -> State:
+        state = super().reset(params, key)
+        return state.replace(metrics={**state.metrics, NONFINITE_METRIC: jnp.zeros(())})
+
+    def step(self, params: ReachParams, state: State, action: jax.Array) -> State:
+        state = super().step(params, state, action)
+        return state.replace(metrics={**state.metrics, NONFINITE_METRIC: jnp.ones(())})
+
+
+def test_an_env_non_finite_in_every_world_at_every_step_stops_the_run(capsys):
+    with pytest.raises(
+        guard.NonFiniteError, match="non-finite in every world at every step for 3 iterations"
+    ):
+        ppo.train_run(DeadReach(), CONFIG, jax.random.PRNGKey(0), iterations=50, max_skipped_updates=3)
+    assert capsys.readouterr().out.count("NAN iteration") == 3
+
+
+def _figures(iteration: int, nonfinite_world_steps: float = 0.0, skipped_steps: float = 0.0) -> dict:
+    return {
+        "iteration": float(iteration),
+        guard.NONFINITE_WORLDS: nonfinite_world_steps,
+        guard.SKIPPED_STEPS: skipped_steps,
+        guard.UPDATE_SKIPPED: 0.0,
+    }
+
+
+def test_guard_stops_when_most_gradient_steps_keep_being_skipped():
+    """10 gradient steps an update: 6 skipped in each of 10 iterations (60 % > 50 %) stops the run at the
+    10th; 5 skipped each (50 %) never does; a window with one clean iteration among heavy ones goes on."""
+    steady = guard.Guard()
+    errors = [steady.check(_figures(i, skipped_steps=6.0), 10, 32)[1] for i in range(1, 11)]
+    assert errors[:9] == [None] * 9 and "60 % of the gradient steps of the last 10 iterations" in str(
+        errors[9]
+    )
+    half = guard.Guard()
+    assert all(half.check(_figures(i, skipped_steps=5.0), 10, 32)[1] is None for i in range(1, 30))
+    mixed = guard.Guard()
+    shares = [10.0, 0.0, 10.0, 0.0, 10.0, 0.0, 10.0, 0.0, 10.0, 0.0] * 2
+    assert all(mixed.check(_figures(i, skipped_steps=s), 10, 32)[1] is None for i, s in enumerate(shares))
+
+
+def test_guard_counts_only_iterations_whose_every_world_step_was_non_finite():
+    monitor = guard.Guard(max_skipped_updates=2)
+    assert monitor.check(_figures(1, 32.0), 10, 32)[1] is None
+    assert monitor.check(_figures(2, 31.0), 10, 32)[1] is None  # one world-step was finite: streak ends
+    assert monitor.check(_figures(3, 32.0), 10, 32)[1] is None
+    assert "for 2 iterations in a row (to iteration 4)" in str(monitor.check(_figures(4, 32.0), 10, 32)[1])

@@ -750,4 +750,4 @@ def test_the_policy_is_handed_over_during_training_and_its_last_one_is_the_resul
     with pytest.raises(ValueError, match="RunOptions.policy_every must be positive, got 0"):
         loop.RunOptions(policy_every=0)
     with pytest.raises(ValueError, match="policy_fn: this training path cannot hand its policy over"):
-        loop.drive(lambda: (1, {}), lambda done: True, loop.RunOptions(policy_fn=print), 0, 1, None)
+        loop.drive(lambda: (1, {}), lambda done: True, loop.RunOptions(policy_fn=print), 0, (1, 1), None)

@@ -101,27 +101,77 @@ def report(figures: dict[str, float], total_steps: int) -> str | None:
     return f"NAN iteration {int(figures['iteration'])}: " + "; ".join(parts)
 
 
+MAX_SKIPPED_SHARE = 0.5
+"""A run stops when more than this share of its gradient steps was skipped over `SKIPPED_SHARE_WINDOW`
+iterations in a row: an update that keeps skipping most of its steps learns from a biased few."""
+SKIPPED_SHARE_WINDOW = 10
+"""Iterations over which the skipped share is taken."""
+
+
 @dataclasses.dataclass
 class Guard:
-    """The host's side of the guard over a run: counts consecutive skipped updates and says when to stop."""
+    """The host's side of the guard over a run: counts consecutive skipped updates, iterations whose every
+    world-step was non-finite and the share of skipped gradient steps, and says when to stop."""
 
     max_skipped_updates: int = 5
-    """Consecutive iterations whose update was skipped after which the run stops."""
+    """Consecutive iterations whose update was skipped, or whose every world-step was non-finite, after
+    which the run stops."""
     stop_on_nan: bool = False
     """Stop at the first iteration with any non-finite world or skipped gradient step."""
     streak: int = 0
     """Consecutive skipped updates so far."""
     streak_start: tuple[int, str] | None = None
     """(iteration, first non-finite quantity) where the current streak began."""
+    dead_streak: int = 0
+    """Consecutive iterations whose every world-step was non-finite."""
+    skipped_shares: list[float] = dataclasses.field(default_factory=list)
+    """The share of gradient steps skipped in each of the last `SKIPPED_SHARE_WINDOW` iterations."""
 
     def __post_init__(self) -> None:
         """Reject a count that could never stop a run."""
         if self.max_skipped_updates < 1:
             raise ValueError(f"max_skipped_updates must be an integer >= 1, got {self.max_skipped_updates}")
 
-    def check(self, figures: dict[str, float], total_steps: int) -> tuple[str | None, NonFiniteError | None]:
-        """(the iteration's `NAN` line or None, the error to stop with or None)."""
+    def check(
+        self, figures: dict[str, float], total_steps: int, world_steps: int
+    ) -> tuple[str | None, NonFiniteError | None]:
+        """(the iteration's `NAN` line or None, the error to stop with or None), from its figures, the
+        gradient steps of an update (`total_steps`) and the world-steps of an iteration (`world_steps`)."""
         line = report(figures, total_steps)
+        error = self._skipped_streak(figures) or self._dead_env(figures, world_steps)
+        error = error or self._skipped_share(figures, total_steps)
+        if error is None and line and self.stop_on_nan:
+            error = NonFiniteError(f"stopped on a non-finite value (stop_on_nan): {line}")
+        return line, error
+
+    def _dead_env(self, figures: dict[str, float], world_steps: int) -> NonFiniteError | None:
+        """The error once every world-step was non-finite for `max_skipped_updates` iterations in a row."""
+        dead = figures.get(NONFINITE_WORLDS, 0.0) >= world_steps
+        self.dead_streak = self.dead_streak + 1 if dead else 0
+        if self.dead_streak < self.max_skipped_updates:
+            return None
+        return NonFiniteError(
+            f"the environment's state was non-finite in every world at every step for {self.dead_streak} "
+            f"iterations in a row (to iteration {int(figures['iteration'])}): each world is reset and "
+            "training learns nothing; the environment is broken"
+        )
+
+    def _skipped_share(self, figures: dict[str, float], total_steps: int) -> NonFiniteError | None:
+        """The error once more than `MAX_SKIPPED_SHARE` of the gradient steps were skipped over the last
+        `SKIPPED_SHARE_WINDOW` iterations."""
+        self.skipped_shares = [*self.skipped_shares, figures.get(SKIPPED_STEPS, 0.0) / total_steps]
+        self.skipped_shares = self.skipped_shares[-SKIPPED_SHARE_WINDOW:]
+        share = sum(self.skipped_shares) / SKIPPED_SHARE_WINDOW
+        if len(self.skipped_shares) < SKIPPED_SHARE_WINDOW or share <= MAX_SKIPPED_SHARE:
+            return None
+        return NonFiniteError(
+            f"{100 * share:.0f} % of the gradient steps of the last {SKIPPED_SHARE_WINDOW} iterations (to "
+            f"iteration {int(figures['iteration'])}) were skipped as non-finite, more than "
+            f"{100 * MAX_SKIPPED_SHARE:.0f} %; first non-finite quantity now: {first_nonfinite(figures)}"
+        )
+
+    def _skipped_streak(self, figures: dict[str, float]) -> NonFiniteError | None:
+        """The error once `max_skipped_updates` updates in a row were skipped."""
         iteration = int(figures["iteration"])
         if figures.get(UPDATE_SKIPPED, 0.0) > 0:
             self.streak += 1
@@ -129,13 +179,11 @@ class Guard:
                 self.streak_start = (iteration, first_nonfinite(figures) or "unknown")
         else:
             self.streak, self.streak_start = 0, None
-        if self.streak >= self.max_skipped_updates:
-            first_iteration, quantity = self.streak_start
-            return line, NonFiniteError(
-                f"{self.streak} consecutive updates skipped as non-finite (iterations {first_iteration}-"
-                f"{iteration}); the first non-finite quantity was the {quantity.replace('_', ' ')} at "
-                f"iteration {first_iteration}"
-            )
-        if line and self.stop_on_nan:
-            return line, NonFiniteError(f"stopped on a non-finite value (stop_on_nan): {line}")
-        return line, None
+        if self.streak < self.max_skipped_updates:
+            return None
+        first_iteration, quantity = self.streak_start
+        return NonFiniteError(
+            f"{self.streak} consecutive updates skipped as non-finite (iterations {first_iteration}-"
+            f"{iteration}); the first non-finite quantity was the {quantity.replace('_', ' ')} at "
+            f"iteration {first_iteration}"
+        )

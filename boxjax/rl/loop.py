@@ -148,11 +148,12 @@ def setup_phases(start_s: float, entered_s: float, ready_s: float, first_done_s:
 
 
 def report(
-    figures: dict[str, float], monitor: guard.Guard, stop_on_overflow: bool, steps_per_update: int
+    figures: dict[str, float], monitor: guard.Guard, stop_on_overflow: bool, sizes: tuple[int, int]
 ) -> Exception | None:
-    """Print the iteration's `OVERFLOW`, `NAN` and `GRAPH CAPTURES` lines; the error to stop with, if any."""
+    """Print the iteration's `OVERFLOW`, `NAN` and `GRAPH CAPTURES` lines; the error to stop with, if any
+    (`sizes`: gradient steps per update, world-steps per iteration)."""
     overflow = overflow_report(figures)
-    nan_line, error = monitor.check(figures, steps_per_update)
+    nan_line, error = monitor.check(figures, *sizes)
     for line in (overflow, nan_line, capture_report(figures)):
         if line:
             print(line, flush=True)
@@ -192,12 +193,13 @@ def drive(
     save: Callable[[int], bool],
     options: RunOptions,
     first: int,
-    steps_per_update: int,
+    sizes: tuple[int, int],
     stamps: Stamps,
     policy: Callable[[], Any] | None = None,
 ) -> Outcome:
     """Run iterations from `first` completed ones until `options` says stop (see the module docstring);
-    `policy()` gives the current policy for `options.policy_fn` (a path without it refuses that option)."""
+    `sizes` are (gradient steps per update, world-steps per iteration) for the guard; `policy()` gives the
+    current policy for `options.policy_fn` (a path without it refuses that option)."""
     if options.policy_fn is not None and policy is None:
         raise ValueError("RunOptions.policy_fn: this training path cannot hand its policy over")
     handed = first
@@ -215,7 +217,7 @@ def drive(
             outcome.history.append(figures)
             if options.progress_fn:
                 options.progress_fn(figures)
-            error = report(figures, monitor, options.stop_on_overflow, steps_per_update)
+            error = report(figures, monitor, options.stop_on_overflow, sizes)
             due = outcome.done % options.checkpoint_every == 0 or error is not None or bool(stop)
             if options.checkpoint_dir and due and save(outcome.done):
                 saved = outcome.done

@@ -348,8 +348,8 @@ def train_run(
         return _save(options.checkpoint_dir, step, run.train_state, run.rollout_state, meta, dp)
 
     first = int(run.train_state.iteration)
-    steps_per_update = config.num_epochs * config.num_minibatches
-    outcome = loop.drive(run.next_iteration, save, options, first, steps_per_update, stamps, run.policy)
+    sizes = (config.num_epochs * config.num_minibatches, config.batch_size)
+    outcome = loop.drive(run.next_iteration, save, options, first, sizes, stamps, run.policy)
     result = TrainResult(run.train_state, run.rollout_state, outcome.solved_at_s, outcome.stopped_by)
     return result, outcome.history
 

@@ -377,8 +377,8 @@ def train(
             run.saved = step
             return True
 
-        steps_per_update = config.num_epochs * config.num_minibatches
-        outcome = loop.drive(run.next_iteration, save, options, run.done.iteration, steps_per_update, stamps)
+        sizes = (config.num_epochs * config.num_minibatches, config.batch_size)
+        outcome = loop.drive(run.next_iteration, save, options, run.done.iteration, sizes, stamps)
     finally:  # on any exit, Ctrl-C and dead workers included: keep the last completed iteration
         if options.checkpoint_dir and run.done.iteration > run.saved:
             _save(options.checkpoint_dir, buffers, run.done, meta)
