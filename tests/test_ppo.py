@@ -724,6 +724,11 @@ def test_init_takes_the_model_of_a_policy_file_and_refuses_another_network(tmp_p
         )
     _, history = ppo.train(env, TOY_CONFIG, jax.random.PRNGKey(5), iterations=1, init=path)
     assert np.isfinite(history[0]["loss/total"])
+    for name, content in (("README.md", b"# boxjax\n"), ("other.msgpack", b"\x81\xa1a\x01")):
+        foreign = tmp_path / name
+        foreign.write_bytes(content)
+        with pytest.raises(checkpoint.CheckpointMismatchError, match="neither a checkpoint directory nor"):
+            checkpoint.init_model(str(foreign), template, meta)
 
 
 def test_run_options_come_as_one_dataclass_or_single_fields_and_bad_ones_are_named():

@@ -229,9 +229,15 @@ def read_policy_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     from flax import serialization
 
     with open(path, "rb") as f:
-        stored = serialization.msgpack_restore(f.read())
+        raw = f.read()
+    try:
+        stored = serialization.msgpack_restore(raw)
+    except Exception:  # msgpack raises its own types (ExtraData, ValueError, ...) on foreign bytes
+        stored = None
     if not isinstance(stored, dict) or set(stored) != {"meta", "policy"}:
-        raise CheckpointMismatchError(f"{path} is not a policy file")
+        raise CheckpointMismatchError(
+            f"{path} is neither a checkpoint directory nor a policy file (export_policy.py writes one)"
+        )
     return json.loads(stored["meta"]), stored["policy"]
 
 
