@@ -314,3 +314,33 @@ def test_the_cpu_path_finds_the_task_of_a_config_and_refuses_other_objects():
     assert envs.task_of(TASK).env is stance.StanceEnv
     with pytest.raises(ValueError, match="PPOConfig is no registered task's config"):
         CpuEnv(TINY)
+
+
+def test_cpu_path_checkpoints_only_finite_states(tmp_path, capsys):
+    """The CPU path's checkpoint of a learner state holding a NaN is refused (named), as the fused path's is;
+    a finite one is written."""
+    env = envs.make("reach")
+    config = PPOConfig(num_envs=4, unroll_length=4, minibatch_size=8, policy_hidden=(8,), value_hidden=(8,))
+    ts = init_train_state(env, config, jax.random.PRNGKey(0))
+    good = LearnerState.of(ts)
+    bad = good.replace(params=jax.tree.map(lambda x: x.at[..., 0].set(jnp.nan) if x.ndim else x, good.params))
+
+    class Slot:
+        def __init__(self, state):
+            self.state = state
+
+        def read(self):
+            return self.state
+
+    class Buffers:
+        state = [Slot(bad), Slot(good)]
+
+    done = workers._Completed(iteration=2, curriculum=ts.curriculum, key=ts.key)
+    directory = str(tmp_path / "ckpt")
+    assert not workers._save(directory, Buffers(), done, {"format": checkpoint.FORMAT})
+    assert "CHECKPOINT 2 not written: non-finite values in" in capsys.readouterr().out
+    assert not os.path.exists(directory)
+    assert workers._save(
+        directory, Buffers(), dataclasses.replace(done, iteration=3), {"format": checkpoint.FORMAT}
+    )
+    assert checkpoint.latest_step(directory) == 3

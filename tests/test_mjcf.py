@@ -208,5 +208,9 @@ def test_budget_accessor():
     "body, opponent", [("muscular", False), ("muscular-fast", False), ("simple", False), ("simple", True)]
 )
 def test_mjx_put_model(body, opponent):
+    """MJX's JAX implementation takes every arena: the same sizes and options, the muscles as ellipsoids."""
     model, _ = arena(body, opponent=opponent, bag=opponent)
-    mjx.put_model(model, impl="jax")
+    m = mjx.put_model(model, impl="jax")
+    assert (m.nq, m.nv, m.nu, m.ngeom, m.nbody) == (model.nq, model.nv, model.nu, model.ngeom, model.nbody)
+    assert float(m.opt.tolerance) == model.opt.tolerance and float(m.opt.timestep) == model.opt.timestep
+    np.testing.assert_array_equal(np.asarray(m.geom_type), model.geom_type)

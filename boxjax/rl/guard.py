@@ -76,6 +76,20 @@ def nonfinite_leaves(tree: Any) -> list[str]:
     return bad
 
 
+def refuse_checkpoint(step: int, state: Any) -> bool:
+    """Whether checkpoint `step` of the host-readable `state` must not be written: True (with a printed
+    `CHECKPOINT ... not written` line) when any value is non-finite, so the newest checkpoint on disk is
+    always the last good one."""
+    bad = nonfinite_leaves(state)
+    if bad:
+        print(
+            f"CHECKPOINT {step} not written: non-finite values in {', '.join(bad[:3])}"
+            f"{' and more' if len(bad) > 3 else ''}; the newest checkpoint on disk is the last good one",
+            flush=True,
+        )
+    return bool(bad)
+
+
 def first_nonfinite(figures: dict[str, float]) -> str | None:
     """The first quantity (`QUANTITIES` order) an iteration's figures flag as non-finite, or None."""
     return next((q for q in QUANTITIES if figures.get(PREFIX + q, 0.0) > 0), None)

@@ -264,13 +264,7 @@ def _save(
     if dp is not None:
         train_state, rollout_state = dp.to_host(train_state, rollout_state)
     state = jax.device_get({"train": train_state, "rollout": rollout_state})
-    bad = guard.nonfinite_leaves(state)
-    if bad:
-        print(
-            f"CHECKPOINT {step} not written: non-finite values in {', '.join(bad[:3])}"
-            f"{' and more' if len(bad) > 3 else ''}; the newest checkpoint on disk is the last good one",
-            flush=True,
-        )
+    if guard.refuse_checkpoint(step, state):
         return False
     checkpoint.save(directory, step, state, meta)
     return True

@@ -37,7 +37,7 @@ import numpy as np
 from boxjax.envs import base
 from boxjax.envs.base import NONFINITE_METRIC
 from boxjax.models import checkpoint
-from boxjax.rl import loop
+from boxjax.rl import guard, loop
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu.buffers import Buffers, EnvSizes, LearnerState
 from boxjax.rl.cpu.collector import Collected, CollectorSpec, EnvFactory
@@ -214,7 +214,9 @@ class _Completed:
     key: jax.Array
 
 
-def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> None:
+def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> bool:
+    """Checkpoint the last completed iteration; refused (False, with a printed line) when any value is
+    non-finite (`guard.refuse_checkpoint`)."""
     state = buffers.state[done.iteration % len(buffers.state)].read()
     train = TrainState(
         params=state.params,
@@ -224,7 +226,10 @@ def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> Non
         iteration=np.int32(done.iteration),
         key=np.asarray(done.key),
     )
+    if guard.refuse_checkpoint(done.iteration, {"train": train}):
+        return False
     checkpoint.save(directory, done.iteration, {"train": train}, meta)
+    return True
 
 
 def _specs(
@@ -373,9 +378,8 @@ def train(
         stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
 
         def save(step: int) -> bool:
-            _save(options.checkpoint_dir, buffers, run.done, meta)
-            run.saved = step
-            return True
+            run.saved = step  # tried: a refused checkpoint is not tried again on the way out
+            return _save(options.checkpoint_dir, buffers, run.done, meta)
 
         sizes = (config.num_epochs * config.num_minibatches, config.batch_size)
         outcome = loop.drive(run.next_iteration, save, options, run.done.iteration, sizes, stamps)
