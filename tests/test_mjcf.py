@@ -212,5 +212,7 @@ def test_mjx_put_model(body, opponent):
     model, _ = arena(body, opponent=opponent, bag=opponent)
     m = mjx.put_model(model, impl="jax")
     assert (m.nq, m.nv, m.nu, m.ngeom, m.nbody) == (model.nq, model.nv, model.nu, model.ngeom, model.nbody)
-    assert float(m.opt.tolerance) == model.opt.tolerance and float(m.opt.timestep) == model.opt.timestep
+    np.testing.assert_allclose(
+        [m.opt.tolerance, m.opt.timestep], [model.opt.tolerance, model.opt.timestep], rtol=1e-6
+    )
     np.testing.assert_array_equal(np.asarray(m.geom_type), model.geom_type)
