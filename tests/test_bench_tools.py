@@ -107,6 +107,7 @@ def test_dollar_cells_from_seconds_and_price():
 def test_iteration_table_shows_parts_and_graph_captures():
     figures = {
         "s_per_iteration": 0.36,
+        "s_per_iteration_median": 0.37,
         "steps_per_s": 100_000.0,
         "it_physics_s": 0.2,
         "it_graph_captures": 2.0,
@@ -119,7 +120,8 @@ def test_iteration_table_shows_parts_and_graph_captures():
     header, rule, row = lines[lines.index("") + 1 : lines.index("") + 4]
     assert header.split(" | ")[-3] == "graphs/it" and header.count("|") == rule.count("|") == row.count("|")
     cells = row.strip("| ").split(" | ")
-    assert cells[:6] == ["muscular", "simulated", "2048", "0.360", "100,000", "0.200"] and cells[-3] == "2.0"
+    assert cells[:7] == ["muscular", "simulated", "2048", "0.360", "0.370", "100,000", "0.200"]
+    assert cells[-3] == "2.0"
 
 
 def test_cpu_projections_to_96_vcpus():
