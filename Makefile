@@ -27,7 +27,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q -ra --durations=15 -n 2 --dist loadfile
 
 # On a GPU: the stance table, the factorisation kernel and the blocking task; on a CPU-only machine a small
-# stance table and the CPU path (mujoco.batch) against a bare mj_step.
+# stance table and the CPU path (mujoco.batch) against a bare mj_step. Last, the seed's price-and-speed table
+# of the blocking training from every kept row (experiments/seed_table.py).
 bench: $(STAMP)
 	$(PY) experiments/bench.py
 	if nvidia-smi -L >/dev/null 2>&1; then \
@@ -35,6 +36,7 @@ bench: $(STAMP)
 	else \
 		$(PY) experiments/bench_cpu.py; \
 	fi
+	$(PY) experiments/seed_table.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check boxjax experiments tests

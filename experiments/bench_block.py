@@ -118,7 +118,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="a block task config field for every variant (e.g. opponent_freeze_idle=false); repeatable",
+        help="a block task config field for every variant (e.g. opponent_freeze_idle=true); repeatable",
     )
     p.add_argument(
         "--trace",
@@ -145,7 +145,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def task_options(pairs: list[str]) -> dict:
-    """["opponent_freeze_idle=false"] -> {"opponent_freeze_idle": False}: block config fields, each parsed
+    """["opponent_freeze_idle=true"] -> {"opponent_freeze_idle": True}: block config fields, each parsed
     to its default's type (a ValueError naming an unknown field or a bad value)."""
     import _cli
 
@@ -516,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         "substep_calls": args.substep_calls,
         "mj_options": args.mj_option,
         "task_options": args.env,
+        "rule": "fast" if args.env or args.mj_option else "seed",
         "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
         "epochs": args.epochs,
         "minibatch": args.minibatch,

@@ -1,4 +1,5 @@
-"""Block learning check at a glance: `python experiments/learn_report.py runs/NAME [...] [--windows 6]`.
+"""Block learning check at a glance: `python experiments/learn_report.py runs/NAME [...] [--windows 6]
+[--iterations N]`.
 
 For each block run a markdown table over windows of iterations (means within each window): return, falls,
 punches arrived per iteration, the success counts per iteration (goals, commands held, recoveries, bag hits,
@@ -75,9 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl)")
     p.add_argument("--windows", type=int, default=6, help="windows of iterations per run")
+    p.add_argument(
+        "--iterations", type=int, default=None, help="only each run's first N iterations (runs side by side)"
+    )
     args = p.parse_args(argv)
     for run in args.runs:
-        rows = _cli.read_metrics(run)
+        rows = _cli.read_metrics(run)[: args.iterations]
         print(f"\n{run}: {len(rows)} iterations" + ("" if rows else " (none)"))
         if rows:
             print(table(rows, args.windows))

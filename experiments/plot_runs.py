@@ -22,6 +22,7 @@ PANELS = (
     ("fall rate", ("episode/fall_rate",)),
     ("curriculum level", ("curriculum/level",)),
     ("events per iteration", ("count/blocks", "count/punches", "count/goals")),
+    ("punch outcomes (share of arrivals)", ("share/blocked", "share/missed", "share/hit")),
     ("walk error", ("env/walk/lin_error", "env/walk/yaw_error")),
     ("s / iteration", ("s_per_iteration",)),
     ("problem worlds", ("overflow", "env/nonfinite_worlds", "guard/skipped_steps")),
@@ -42,6 +43,34 @@ def figure_values(rows: list[dict], key: str) -> list[float]:
     return [row.get(key, nan) if row.get("episode/count", 1.0) > 0 else nan for row in rows]
 
 
+OUTCOMES = ("blocked", "missed", "hit")
+"""Punch outcomes drawn as shares of the punches that arrived (`share/<outcome>`)."""
+
+
+def with_shares(rows: list[dict]) -> list[dict]:
+    """`rows` with `share/<outcome>` added where a row counts arriving punches (`env/punch/arrived` > 0)."""
+    out = []
+    for row in rows:
+        arrived = row.get("env/punch/arrived", 0.0)
+        shares = {f"share/{k}": row[f"env/punch/{k}"] / arrived for k in OUTCOMES if arrived > 0}
+        out.append({**row, **shares})
+    return out
+
+
+def smoothed(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` values (NaNs left out); `window` 1 leaves them as they are."""
+    import numpy as np
+
+    if window <= 1:
+        return values
+    v = np.asarray(values, float)
+    out = []
+    for i in range(len(v)):
+        tail = v[max(0, i - window + 1) : i + 1]
+        out.append(float(np.nanmean(tail)) if np.isfinite(tail).any() else float("nan"))
+    return out
+
+
 def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[str, tuple[str, ...]]]:
     """The panels of `PANELS` that at least one run has a figure for, each with just those figures."""
     present = {key for rows in runs.values() for row in rows for key in row}
@@ -49,14 +78,16 @@ def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[str, tuple[str, 
     return [(title, keys) for title, keys in kept if keys]
 
 
-def draw(runs: dict[str, list[dict]], out: str) -> str:
-    """Draw the runs' curves (`{label: metrics rows}`) into the PNG `out`; returns its path."""
+def draw(runs: dict[str, list[dict]], out: str, x: str = "steps", smooth: int = 1) -> str:
+    """Draw the runs' curves (`{label: metrics rows}`) into the PNG `out` against environment steps or
+    iterations (`x`), each a trailing mean over `smooth` iterations; returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import EngFormatter
 
+    runs = {label: with_shares(rows) for label, rows in runs.items()}
     panels = panels_with_data(runs)
     if not panels:
         raise ValueError("no figures to draw: the metrics rows hold none of the panels' figures")
@@ -66,14 +97,16 @@ def draw(runs: dict[str, list[dict]], out: str) -> str:
     for ax, (title, keys) in zip(axes.flat, panels, strict=False):
         for label, rows in runs.items():
             steps = [row.get("env_steps", row.get("iteration", i)) for i, row in enumerate(rows)]
+            if x == "iterations":
+                steps = [row.get("iteration", i + 1) for i, row in enumerate(rows)]
             for key in keys:
-                values = figure_values(rows, key)
+                values = smoothed(figure_values(rows, key), smooth)
                 name = label if len(keys) == 1 else f"{label}: {key.split('/')[-1]}"
                 ax.plot(steps, values, label=name, linewidth=1.2)
         ax.set_title(title)
         if title in LOG_PANELS:
             ax.set_yscale("log")
-        ax.set_xlabel("environment steps")
+        ax.set_xlabel("environment steps" if x == "steps" else "iterations")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, not 400000 (they run into each other)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -97,10 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     p = _cli.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders (runs/NAME) holding metrics.jsonl")
     p.add_argument("--out", default="curves.png")
+    p.add_argument("--x", choices=("steps", "iterations"), default="steps", help="the horizontal axis")
+    p.add_argument("--smooth", type=int, default=1, help="trailing mean over this many iterations")
+    p.add_argument("--iterations", type=int, default=None, help="only each run's first N iterations")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = p.parse_args(argv)
-    runs = {os.path.basename(os.path.normpath(r)): _cli.read_metrics(r) for r in args.runs}
-    print(f"curves of {len(runs)} run(s) written to {draw(runs, args.out)}")
+    runs = {os.path.basename(os.path.normpath(r)): _cli.read_metrics(r)[: args.iterations] for r in args.runs}
+    print(f"curves of {len(runs)} run(s) written to {draw(runs, args.out, args.x, args.smooth)}")
     return 0
 
 

@@ -117,8 +117,21 @@ def read_rows(paths: list[str]) -> list[dict]:
     return rows
 
 
-def bench_cells(rows: list[dict]) -> dict[str, dict]:
-    """{device: {metric: value, "commit", "date"}} of the newest commit's seed-world bench rows per device."""
+FAST_OPTIONS = ({"opponent_freeze_idle": True},)
+"""Task options of bench rows the table shows besides the defaults: our lighter worlds (rule "fast")."""
+
+
+def world_of(row: dict) -> str:
+    """How a row's opponent was built: "frozen" (his idle hinges fixed) or "full" (every hinge)."""
+    frozen = (row.get("task_options") or {}).get("opponent_freeze_idle") or "frozen" in row.get(
+        "opponent_hinges", ""
+    )
+    return "frozen" if frozen else "full"
+
+
+def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(device, commit, world): {metric: value, "date", "repeats"}} of the seed-world bench rows (the
+    defaults or a `FAST_OPTIONS` entry; `world_of`), oldest first."""
     keep = [
         r
         for r in rows
@@ -127,30 +140,32 @@ def bench_cells(rows: list[dict]) -> dict[str, dict]:
         and r.get("epochs") == 4
         and r.get("minibatch") == 2048
         and not r.get("mj_options")
-        and not r.get("task_options")
+        and (not r.get("task_options") or r["task_options"] in FAST_OPTIONS)
         and all(r.get(k) == v for k, v in WORLD.items())
     ]
-    out: dict[str, dict] = {}
+    out: dict[tuple[str, str, str], dict] = {}
     for r in sorted(keep, key=lambda r: r["date"]):
-        cell = out.get(r["device"])
-        if cell is None or cell["commit"] != r["commit"]:
-            cell = out[r["device"]] = {"commit": r["commit"], "date": r["date"][:10]}
-            if "command" in r and "--repeats" in r["command"]:
-                cell["repeats"] = r["command"].split("--repeats")[1].split()[0]
+        cell = out.setdefault((r["device"], r["commit"], world_of(r)), {"date": r["date"][:10]})
+        if "--repeats" in r.get("command", ""):
+            cell["repeats"] = r["command"].split("--repeats")[1].split()[0]
         cell[r["metric"]] = r["value"]
     return out
 
 
-def train_cells(rows: list[dict]) -> dict[tuple[str, str], dict]:
-    """{(device, platform): {metric: value, labels}} of the newest training-run rows per device and path."""
-    out: dict[tuple[str, str], dict] = {}
+def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(device, platform, run): {metric: value, labels, "world"}} of the training-run rows, oldest first."""
+    out: dict[tuple[str, str, str], dict] = {}
     for r in sorted((r for r in rows if r.get("bench") == "block-train"), key=lambda r: r["date"]):
-        key = (r["device"], r["platform"])
-        cell = out.get(key)
-        if cell is None or cell["run"] != r["run"]:
-            cell = out[key] = {k: r[k] for k in ("commit", "date", "run", "cores", "price_key") if k in r}
+        labels = {k: r[k] for k in ("commit", "date", "cores", "price_key") if k in r}
+        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**labels, "world": world_of(r)})
         cell[r["metric"]] = r["value"]
     return out
+
+
+WORLD_NOTE = {
+    "full": "seed's world (every hinge of the opponent simulated)",
+    "frozen": "**lighter world**: the opponent's 25 idle hinges frozen (not the seed's rule)",
+}
 
 
 def _priced(prices: dict, device: str, key: str | None = None) -> tuple[str, float | None]:
@@ -168,11 +183,13 @@ def _line(machine: str, price: tuple[str, float | None], s: float, steps_per_s: 
 
 def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
     lines = []
-    for device, cell in bench_cells(rows).items():
+    for (device, commit, world), cell in bench_cells(rows).items():
         for name in ("s_per_iteration_median", "s_per_iteration"):
             if name in cell:
                 kind = "median" if name.endswith("median") else "best"
-                how = f"bench {kind} of {cell.get('repeats', 'the')} iterations, commit {cell['commit']}"
+                how = (
+                    f"{WORLD_NOTE[world]}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit}"
+                )
                 s = cell[name]
                 lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
     return lines
@@ -180,12 +197,15 @@ def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
 
 def _train_lines(rows: list[dict], prices: dict) -> list[str]:
     lines = []
-    for (device, platform), cell in train_cells(rows).items():
-        how = f"training run mean ({cell['iterations']:.0f} iterations), {platform} path"
+    for (device, platform, run), cell in train_cells(rows).items():
+        how = (
+            f"{WORLD_NOTE[cell['world']]}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
+        )
+        how += f"{platform} path"
         if "collect_s" in cell:
             how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
             how += f" / collectors wait {cell['collector_wait_s']:.2f} s"
-        how += f", commit {cell['commit']}, {cell['date'][:10]}"
+        how += f", {cell['commit']}, {cell['date'][:10]}"
         machine = device + (f" ({cell['cores']} cores)" if "cores" in cell else "")
         s = cell["s_per_iteration"]
         lines.append(

@@ -409,8 +409,8 @@ def test_every_kept_benchmark_row_names_its_device_body_task_worlds_and_commit()
 
 
 def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
-    """Synthetic rows: the newest commit's seed-world bench (median and best), a CPU training run's mean past
-    the warm-up with its split, the 96-core projection from it; other worlds and shapes are left out."""
+    """Synthetic rows: each commit's seed-world bench (median and best), a CPU training run's mean past the
+    warm-up with its split, the 96-core projection from it; other worlds and shapes are left out."""
     common = {"bench": "block", "teacher": "shipped", "epochs": 4, "minibatch": 2048, **seed_table.WORLD}
     rows = [
         {
@@ -446,6 +446,15 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
             "metric": "s_per_iteration",
             "value": 0.1,
         },
+        {
+            **common,
+            "task_options": {"opponent_freeze_idle": True},
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:02",
+            "metric": "s_per_iteration",
+            "value": 0.25,
+        },
     ]
     metrics = [
         {
@@ -473,7 +482,12 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
     assert figures["s_per_iteration"] == 2.0 and figures["iterations"] == 3 and figures["collect_s"] == 1.5
     text = seed_table.table(rows, bench.load_prices())
     assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 |" in text and "| 0.300 |" in text
-    assert "0.500" not in text and "0.100" not in text
+    assert (
+        "| 0.500 | 65,536 | 0.486 | seed's world (every hinge of the opponent simulated); bench best of the "
+        "iterations, old, 2026-12-01 |" in text
+    )
+    assert "0.100" not in text  # another shape
+    assert "| 0.250 | 131,072 | 0.243 | **lighter world**: the opponent's 25 idle hinges frozen" in text
     assert "| cpu:x86_64 x16 (16 cores) | 0.25 " in text and "| 2.000 | 15,000 | 0.137 |" in text
     # 96 cores: collect 1.5 s x 15 / 95 = 0.237 s, below the measured update (1.0 s), which sets the pace
     assert "**projection**: 96 cores" in text and "| 1.000 | 30,000 | 0.411 | not measured" in text

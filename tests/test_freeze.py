@@ -137,3 +137,17 @@ def test_the_frozen_opponent_throws_the_library_no_further_from_the_recording():
     assert error(frozen)[0] <= error(full)[0] and error(frozen)[1] <= error(full)[1]
     gap = max(np.linalg.norm(a - b, axis=-1).max() for a, b in zip(frozen, full, strict=True))
     assert gap < 0.15, gap
+
+
+def test_the_block_task_freezes_the_opponent_only_when_asked():
+    """`BlockConfig.opponent_freeze_idle` (off by default: the seed's world) builds the opponent with 18 dofs
+    and a punch table of his 12 moving hinges; a run description names the option only when it is on."""
+    from boxjax.envs.block.env import BlockConfig, BlockEnv
+
+    full, frozen = BlockEnv(BlockConfig()), BlockEnv(BlockConfig(opponent_freeze_idle=True))
+    assert full.opponent.nv == 43 and not full.opponent_frozen
+    assert frozen.opponent.nv == 18 and len(frozen.opponent_frozen) == 25
+    assert frozen.mj_model.nv == full.mj_model.nv - 25
+    assert frozen.default_params().punches.ctrl.shape[-1] == 12
+    assert "opponent_freeze_idle" not in BlockConfig().to_dict()
+    assert BlockConfig(opponent_freeze_idle=True).to_dict()["opponent_freeze_idle"] is True
