@@ -16,9 +16,10 @@
 
 --init CHECKPOINT starts from a model: a block checkpoint of the same body, observation size and network
 (else refused, naming what differs), or a stance checkpoint of the same body and network, whose first
-layers are mapped onto the block observation (`boxjax.rl.transfer.stance_init`); the converted checkpoint is
-written to runs/<name>/init-from-stance. --resume PATH continues a block run (--init is then ignored): exactly
-on the fused path; on the CPU path the model, optimiser and key continue and the episodes restart.
+layers are mapped onto the block observation (`boxjax.envs.block.from_stance`, through
+`boxjax.rl.init_from`); the converted checkpoint is written to runs/<name>/init-from-stance. --resume PATH
+continues a block run (--init is then ignored): exactly on the fused path; on the CPU path the model,
+optimiser and key continue and the episodes restart.
 
 Writes runs/<name>/metrics.jsonl (one JSON object per iteration, with per-iteration counts `count/*`),
 checkpoints under runs/<name>/checkpoints and runs/<name>/summary.json.
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     platform.configure(args.platform, args.cache)
     _cli.mark("platform_configured")
     from boxjax.models import checkpoint
-    from boxjax.rl import transfer
+    from boxjax.rl import init_from
 
     on_workers = args.platform == "cpu" and args.mode != "fused"
     config, env, devices = build_cpu(args) if on_workers else build(args)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
     out = _cli.run_dir(name)
     try:
-        init = None if args.resume else transfer.prepare_init(args.init, task, config, out, args.seed)
+        init = None if args.resume else init_from.prepare_init(args.init, task, config, out, args.seed)
     except checkpoint.CheckpointMismatchError as error:
         raise checkpoint.CheckpointMismatchError(f"--init {args.init}: {error}") from None
     physics = "physics=mujoco-cpu" if on_workers else f"impl={env.backend.impl}"

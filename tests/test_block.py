@@ -20,7 +20,7 @@ import pytest
 
 from boxjax import envs, mjcf
 from boxjax.envs.block import env as block
-from boxjax.envs.block import ik, punches, scoring, vision
+from boxjax.envs.block import from_stance, ik, punches, scoring, vision
 from boxjax.envs.block import kinds as block_kinds
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.stance import shared as stance_math
@@ -28,7 +28,7 @@ from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.models import checkpoint
-from boxjax.rl import ppo, rollout, transfer
+from boxjax.rl import ppo, rollout
 from boxjax.rl.losses import distill_loss
 from boxjax.rl.rollout import RolloutState, world_keys
 from boxjax.rl.train_step import init_train_state, make_train_iteration
@@ -962,7 +962,7 @@ def test_stance_model_maps_onto_the_block_observation():
         mean=jnp.asarray(0.3 * rng.normal(size=size), jnp.float32),
         m2=jnp.asarray(count * rng.uniform(0.5, 2.0, size), jnp.float32),
     )
-    new_kernel, new_bias, norm = transfer.map_first_layer(kernel, bias, stats, e, prior_count=64.0)
+    new_kernel, new_bias, norm = from_stance.map_first_layer(kernel, bias, stats, e, prior_count=64.0)
     state = jax.tree.map(lambda x: x[0], _kinds()["face"][8])
     qpos, qvel, action = state.data.qpos, state.data.qvel, state.info.prev_action
     touch = jnp.asarray([300.0, 250.0], jnp.float32)
@@ -975,7 +975,7 @@ def test_stance_model_maps_onto_the_block_observation():
         qpos[: stance.mj_model.nq], qvel[: stance.mj_model.nv], touch, guard, ref_height, 1.0, jnp.int32(0),
         action, lay,
     )  # fmt: skip
-    clock = transfer.stance_slices(e.nu, e.action_size)["clock"].start
+    clock = from_stance.stance_slices(e.nu, e.action_size)["clock"].start
     stance_obs = stance_obs.at[clock : clock + 2].set(stats.mean[clock : clock + 2])
     want = stats(stance_obs) @ kernel + bias
     got = norm(block_obs) @ new_kernel + new_bias

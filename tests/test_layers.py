@@ -76,6 +76,25 @@ def test_no_task_imports_a_physics_engine():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_learner_imports_no_task_and_no_engine():
+    """`boxjax.rl` trains any environment: it imports no task package and no physics module (an engine's
+    figures reach it through the environment, `boxjax.envs.base.host_figures`; a task's way to start from
+    another task's model through its `model_adapters`)."""
+    forbidden = ("boxjax.physics", *(envs.REGISTRY[name] for name in envs.TASKS))
+    wrong = []
+    for path in sorted((ROOT / "rl").rglob("*.py")):
+        wrong += [f"{_module(path)} imports {m}" for m in _imports(path) if m.startswith(forbidden)]
+    assert not wrong, "\n".join(wrong)
+    assert "boxjax.envs.stance" in forbidden and "boxjax.envs.block" in forbidden
+
+
+def test_the_engine_figure_names_agree():
+    from boxjax.physics import graphs
+    from boxjax.rl import loop
+
+    assert loop.GRAPH_CAPTURES == graphs.GRAPH_CAPTURES
+
+
 def test_a_layer_violation_would_be_found():
     assert _layer("boxjax.rl.ppo") > _layer("boxjax.envs.walk.teacher") > _layer("boxjax.models.checkpoint")
     with pytest.raises(AssertionError, match="in no layer"):

@@ -191,6 +191,20 @@ class NoCurriculum:
     level: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
 
 
+def host_snapshot(env: Env) -> Any:
+    """What the env's physics engine has counted on the host so far (its backend's `host_snapshot`; None for
+    an env without a backend), for `host_figures`."""
+    backend = getattr(env, "backend", None)
+    return backend.host_snapshot() if backend is not None else None
+
+
+def host_figures(env: Env, before: Any) -> dict[str, float]:
+    """The engine's host-side counts since `host_snapshot` gave `before` (e.g. MuJoCo Warp's graph captures,
+    our factorisation kernel's work), as iteration figures; empty for an env without a backend."""
+    backend = getattr(env, "backend", None)
+    return backend.host_figures(before) if backend is not None else {}
+
+
 def init_curriculum(env: Env) -> Any:
     """The environment's initial curriculum state, or an empty one."""
     hook = getattr(env, "init_curriculum", None)

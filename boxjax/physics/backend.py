@@ -54,6 +54,16 @@ class Backend(Protocol):
         """() bool: the world's state holds no NaN or inf."""
         ...
 
+    def host_snapshot(self) -> Any:
+        """What the engine counted on the host so far (CUDA graphs captured, our kernel's factorisations),
+        for `host_figures`."""
+        ...
+
+    def host_figures(self, before: Any) -> dict[str, float]:
+        """The host-side counts since the `host_snapshot` `before`, as figures (empty where the engine keeps
+        none)."""
+        ...
+
 
 def is_finite(data: Any) -> jax.Array:
     """() bool: a world's state (anything with `qpos` and `qvel`) holds no NaN or inf."""

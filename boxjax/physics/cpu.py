@@ -240,3 +240,11 @@ class CBackend:
     def is_finite(self, data: PhysicsView) -> jax.Array:
         """`boxjax.physics.backend.is_finite`."""
         return backend.is_finite(data)
+
+    def host_snapshot(self) -> None:
+        """None: the C engine keeps no host-side counts."""
+        return None
+
+    def host_figures(self, before: None) -> dict[str, float]:
+        """Empty: the C engine keeps no host-side counts."""
+        return {}

@@ -36,6 +36,10 @@ def new_captures(before: frozenset, callables: list | None = None) -> int:
 
 
 FACTOR_PATCH = "boxjax.physics.factor_patch"
+GRAPH_CAPTURES = "warp/graph_captures"
+"""Figure: CUDA graphs MuJoCo Warp captured during an iteration (0 once warm)."""
+FUSED_FACTORIZATIONS = "physics/fused_factorizations"
+"""Figure: world factorisations our kernel ran during an iteration."""
 
 
 def fused_factorizations() -> int:
@@ -43,3 +47,18 @@ def fused_factorizations() -> int:
     nothing imported, when the patch was never loaded (the CPU path, impl "jax")."""
     patch = sys.modules.get(FACTOR_PATCH)
     return patch.factorizations() if patch is not None else 0
+
+
+def snapshot() -> tuple[frozenset, int]:
+    """What `since` counts from: the graph keys held now and the factorisations run so far."""
+    return capture_keys(), fused_factorizations()
+
+
+def since(before: tuple[frozenset, int]) -> dict[str, float]:
+    """{`GRAPH_CAPTURES`, `FUSED_FACTORIZATIONS`}: the graphs captured and the factorisations run since the
+    `snapshot` `before`."""
+    keys, factored = before
+    return {
+        GRAPH_CAPTURES: float(new_captures(keys)),
+        FUSED_FACTORIZATIONS: float(fused_factorizations() - factored),
+    }

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import mujoco
 from mujoco import mjx
 
-from boxjax.physics import backend
+from boxjax.physics import backend, graphs
 
 IMPLS = ("jax", "warp")
 
@@ -245,3 +245,11 @@ class MjxBackend:
     def is_finite(self, data: mjx.Data) -> jax.Array:
         """`is_finite`."""
         return is_finite(data)
+
+    def host_snapshot(self) -> tuple[frozenset, int]:
+        """`graphs.snapshot`: MuJoCo Warp's graph keys and our kernel's factorisations so far."""
+        return graphs.snapshot()
+
+    def host_figures(self, before: tuple[frozenset, int]) -> dict[str, float]:
+        """`graphs.since`: graphs captured and factorisations run since `before` (0 with impl "jax")."""
+        return graphs.since(before)

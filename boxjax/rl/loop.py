@@ -25,7 +25,8 @@ PolicyFn = Callable[[int, Any], None]
 OVERFLOW_PREFIX = "env/overflow/"
 CAPS_PREFIX = "env/caps/"
 GRAPH_CAPTURES = "warp/graph_captures"
-"""Figure: CUDA graphs MuJoCo Warp captured during the iteration (`boxjax.physics.graphs`)."""
+"""Figure: CUDA graphs MuJoCo Warp captured during the iteration, which the environment's engine reports
+(`boxjax.envs.base.host_figures`); the same name as `boxjax.physics.graphs.GRAPH_CAPTURES`."""
 WARM_ITERATIONS = 2
 """Iterations that may capture graphs: the first (compile) and the second (the donated buffers' other set)."""
 

@@ -26,14 +26,14 @@ import numpy as np
 from flax import struct
 
 import boxjax
+from boxjax.envs import base as env_base
 from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic, Normalizer, env_action
-from boxjax.physics import graphs
 from boxjax.rl import guard, loop, sharding
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.loop import GRAPH_CAPTURES, PhysicsOverflowError, RunOptions
+from boxjax.rl.loop import PhysicsOverflowError, RunOptions
 from boxjax.rl.rollout import RolloutState, init_rollout
 from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
 
@@ -52,9 +52,6 @@ __all__ = [
     "run_meta",
     "train",
 ]
-
-FUSED_FACTORIZATIONS = "physics/fused_factorizations"
-"""Figure: world factorisations our kernel ran during the iteration (0 where MuJoCo Warp's own ran)."""
 
 
 @struct.dataclass
@@ -334,7 +331,7 @@ def train_run(
     else:
         states = _initial_state(env, config, env_params, key, options.resume, options.init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
-    run = _FusedRun(iteration_fn, env_params, config.batch_size, *jax.block_until_ready(states))
+    run = _FusedRun(env, iteration_fn, env_params, config.batch_size, *jax.block_until_ready(states))
     stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
     meta = run_meta(env, config)
 
@@ -352,6 +349,8 @@ def train_run(
 class _FusedRun:
     """The fused path's states and its one-iteration function for `loop.drive`."""
 
+    env: Env
+    """The environment: its engine's host-side counts join each iteration's figures."""
     iteration_fn: Any
     env_params: Any
     batch_size: int
@@ -366,14 +365,13 @@ class _FusedRun:
     def next_iteration(self) -> tuple[int, dict[str, float]]:
         """One jitted iteration; (iterations done, its figures as host floats)."""
         tick = time.perf_counter()
-        captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
+        engine_before = env_base.host_snapshot(self.env)
         self.train_state, self.rollout_state, metrics = self.iteration_fn(
             self.train_state, self.rollout_state, self.env_params
         )
         figures = _to_host(metrics)
         now = time.perf_counter()
-        figures[GRAPH_CAPTURES] = float(graphs.new_captures(captured_before))
-        figures[FUSED_FACTORIZATIONS] = float(graphs.fused_factorizations() - factored_before)
+        figures.update(env_base.host_figures(self.env, engine_before))
         done = int(self.train_state.iteration)
         figures.update(
             iteration=float(done),

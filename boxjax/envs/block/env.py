@@ -72,7 +72,7 @@ from mujoco import mjx
 from boxjax import mjcf
 from boxjax.envs import frames, rewards
 from boxjax.envs.base import State
-from boxjax.envs.block import ik, punches, vision
+from boxjax.envs.block import from_stance, ik, punches, vision
 from boxjax.envs.block import kinds as block_kinds
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.block.config import (
@@ -104,6 +104,9 @@ class BlockEnv:
     cpu_derived: tuple[str, ...] = ("xpos", "xmat", "geom_xpos", "geom_xmat", "site_xpos", "site_xmat")
     """Derived physics fields `after_physics` reads (`boxjax.envs.cpu`): bodies, geoms and sites (vision,
     the punch score, the arm fit's chain)."""
+    model_adapters = {"stance": from_stance.STANCE_ADAPTER}
+    """How a run of this task starts from another task's model (`boxjax.rl.init_from`): a stance model's
+    first layers mapped onto the block observation."""
 
     def __init__(self, config: BlockConfig | None = None, backend: physics_backend.Backend | None = None):
         config = config or BlockConfig()
