@@ -1,60 +1,10 @@
 """Block: mixed episodes around the guard; an opponent throws recorded punches, seen through delayed vision.
 
-Every world draws one episode kind at reset (`KINDS`, weights `BlockParams.kind_weights`, so they can
-change without a recompile):
-
-* ``face``: the opponent throws the punch library's recordings (`punches`). By default he is a second
-  simulated fighter (`BlockConfig.opponent` "simulated", `boxjax.mjcf.sparring`): his position actuators
-  track the sampled punch's joint angles frame by frame and his pelvis is welded to a mocap anchor on the
-  recorded root path, so a glove that meets our forearm is stopped or deflected by the physics. The recorded
-  scene (our fighter at the guard keyframe, him at the library's distance) is moved toward our head and
-  turned with our pelvis' heading at up to `opponent_follow_mps` / `opponent_turn_radps`
-  (`block_punch.follow_anchor`, `block_punch.place_scene`, `BlockInfo.opponent_anchor`) while he waits
-  between punches (a punch keeps its aim), so stepping or leaning out of reach only lasts until his next
-  punch; 0 pins him. A punch is judged `arrival_lag_s` after its impact frame on its glove's actual path:
-  its closest approach to the target since it was thrown (`block_punch.closest_approach`) and whether it
-  touched one of our gloves or forearms on the way (`block_punch.guard_contact`). Reached (within
-  `reach_m`) and scoring above `block_max_score` with `scoring` (19 paths from the glove to the target
-  past our guard) it is a hit (clean from `clean_hit_score`); otherwise a punch that touched the guard or
-  reached is blocked (parried when touched), and one that did neither missed (our fighter was not there).
-  With `opponent` "puppet" he is mocap bodies posed from the recording (`boxjax.mjcf.puppet`) whose glove
-  passes through a guard (his contacts are soft), so there a touch on the way blocks the punch whatever
-  its score. Our fighter sees him only through `vision` (0.1 s late).
-* ``command``: block on command. Presses come at random times (`press_interval_s`, the first at reset),
-  each naming glove targets drawn from the guard region (`ik.draw_offsets`: a random blend of the named
-  `ik.GUARD_POSES`, jittered by up to `command_jitter_m`). The arm angles are fitted by damped least squares
-  on the device: at reset by `ik.solve_arms` (`ik_iterations` steps), then in every step by `ik.track_arms`
-  (`ik_iterations_per_step` steps warm-started from the last step's angles, the arms posed from the
-  stepped torso), so each press's targets are fitted over its first steps and the fit follows the torso.
-  Those angles replace the guard's arms in the reference pose (the PD base and the pose reward), and a
-  reward tracks the gloves to the targets in the heading frame.
-* ``walk``: walk to a spot on the floor, `walk_distance_m` away in any direction; progress and arrival
-  are rewarded. The fighter starts at `walk_origin_m` with a random heading.
-* ``bag``: punch the bag. The fighter stands `bag_distance_m` from the bag's axis facing it (the bag's
-  anchor is fixed in the model, so our fighter is placed, at a random angle around it). A hit is a glove
-  reaching the bag (gap below `bag_touch_m`) at `bag_hit_speed_mps` or faster; reward per hit grows with
-  the speed.
-* ``shove``: a hard shove (`shove_speed_mps`) once, `shove_at_s` into the episode; standing
-  `recover_s` later is a recovery.
-
-One arena (opponent and bag) serves every kind. Outside ``face`` episodes the opponent is parked
-in the guard at `opponent_park_m`, far from everything (simulated all the same), his punches are not
-scored, and the vision field of the observation is zero. The bag hangs 1.25 m from the recording's face
-position, out of reach.
-
-The observation has one layout for every kind (`BlockEnv.obs_slices`): proprioception, the delayed
-vision frame, the kind one-hot, then the command (pose one-hot, glove targets, fitted arm angles), the
-walk spot and the bag, each zero where unused. The action is an offset around the episode's reference
-pose (the guard; for commands, the guard with the fitted arms).
-
-A step is two pure halves around the physics (`BlockEnv.before_physics`: the opponent's targets and anchor,
-or his puppet's poses, then ours; `BlockEnv.after_physics`), so
-the CPU path (`boxjax.envs.cpu`) runs this same task code around MuJoCo's C engine.
-
-Per-step metrics (averaged over worlds and steps by the rollout): ``punch/*``, ``vision/hidden``,
-``success/{blocks,goals,bag_hits,recoveries,commands_held}`` (events per world-step), ``kind/<kind>``
-(share of worlds), ``command/*``, ``walk/distance_m``, ``bag/hit_speed``, ``fall``, ``nan``,
-``reward/*``, ``overflow/*``. Rates per episode kind are the success figure over the kind's share.
+Every world draws one episode kind at reset (`KINDS`: face the opponent, block on command, walk to a spot,
+punch the bag, recover from a shove). A step is two pure halves around the physics (`BlockEnv.before_physics`,
+`BlockEnv.after_physics`), so the CPU path (`boxjax.envs.cpu`) runs this same task code around MuJoCo's C
+engine. How each kind works, how a punch is judged, the observation layout and the metrics:
+`docs/tasks/block.md`.
 """
 
 from __future__ import annotations
@@ -62,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -96,6 +47,21 @@ from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher as teacher_lib
 from boxjax.mjcf import puppet, sparring
 from boxjax.physics import backend as physics_backend
+
+
+class PunchJudgement(NamedTuple):
+    """The current punch as `BlockEnv._judge_punch` judged it after a step."""
+
+    events: dict
+    """`block_punch.punch_events`' per-step figures (`punch/*`), zero outside face episodes."""
+    gap: jax.Array
+    """() metres of its closest approach so far."""
+    score: jax.Array
+    """() its score there, 0 unless it came within reach."""
+    parried: jax.Array
+    """() float32 1 once its glove touched our guard on the way."""
+    glove: jax.Array
+    """(3,) the punching glove now (the start of its next sweep)."""
 
 
 class BlockEnv:
@@ -341,7 +307,8 @@ class BlockEnv:
     def after_physics(
         self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
     ) -> State:
-        """The step after the physics: guard against NaN, see, score the punch, reward, observe.
+        """The step after the physics, in stages: guard against NaN, see, judge the punch, reward, the task's
+        own progress, metrics, observe.
 
         `data` is the physics state stepped from `before_physics`' output: an `mjx.Data`, or any object
         with the fields the task reads and a `replace` (`boxjax.physics.cpu.PhysicsView`); `state`
@@ -350,73 +317,39 @@ class BlockEnv:
         Returns:
           the world's next `State` (its `data` is `data`, with qpos/qvel reset where not finite).
         """
-        info, cfg, table = state.info, self.config, params.punches
+        info, cfg = state.info, self.config
         face = (info.kind == FACE).astype(jnp.float32)
-        punch, frame, shoved, key = draws.punch, draws.frame, draws.shoved, draws.key
-        finite = self.backend.is_finite(data)
-        data = data.replace(
-            qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
-        )
+        data, finite = self._finite_or_guard(params, data)
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
-        gloves, blockers = self._punch_capsules(data)
-        hand = table.hand[punch]
-        score, gap = self._score(data, gloves, blockers, hand, table.target[punch])
-        best_gap, best_score = block_punch.closest_approach(
-            frame, gap, score, info.punch_gap, info.punch_score
-        )
-        reached = (best_gap <= cfg.reach_m).astype(jnp.float32)
-        best_score = best_score * reached
-        contact, punch_glove = block_punch.guard_contact(
-            gloves, blockers, hand, info.punch_glove, cfg.touch_margin_m
-        )
-        parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
-        events = block_punch.punch_events(
-            table, punch, frame, best_score, reached, parried, self.lag_steps, cfg.block_max_score,
-            cfg.clean_hit_score, touch_blocks=not self.simulated,
-        )  # fmt: skip
-        events = {k: v * face for k, v in events.items()}
+        judged = self._judge_punch(params.punches, data, info, draws, face)
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
         terms.update(
-            block=cfg.w_block * events["punch/blocked"],
-            hit=-cfg.w_hit * (events["punch/arrived"] - events["punch/parried"]) * best_score,
+            block=cfg.w_block * judged.events["punch/blocked"],
+            hit=-cfg.w_hit * (judged.events["punch/arrived"] - judged.events["punch/parried"]) * judged.score,
         )
-        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
         fell = fell * finite
         step = info.step + 1
         task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
-        key, k_press = jax.random.split(key)
-        info, presses = self._press(data, info, k_press)
-        task_events["command/presses"] = presses
+        key, k_press = jax.random.split(draws.key)
+        info, task_events["command/presses"] = self._press(data, info, k_press)
         terms.update(task_terms)
-        timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
-        reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
         # he re-aims while he waits in the guard; a punch keeps its aim (no homing glove)
-        anchor = jnp.where(
-            finite & (frame < 0), self._follow(data, info.opponent_anchor), info.opponent_anchor
-        )
+        waiting = finite & (draws.frame < 0)
+        anchor = jnp.where(waiting, self._follow(data, info.opponent_anchor), info.opponent_anchor)
         info = info.replace(
-            punch=punch, frame=frame, prev_action=action, vision=buffer, slot=slot, key=key,
-            punch_glove=punch_glove, parried=parried, punch_gap=best_gap, punch_score=best_score,
+            punch=draws.punch, frame=draws.frame, prev_action=action, vision=buffer, slot=slot, key=key,
+            punch_glove=judged.glove, parried=judged.parried, punch_gap=judged.gap, punch_score=judged.score,
             opponent_anchor=anchor,
         )  # fmt: skip
-        metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
-        metrics.update(self.backend.figures(data))
-        metrics.update(events)
-        metrics.update(task_events)
-        metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
-        metrics.update(
-            {
-                "success/blocks": events["punch/blocked"],
-                "vision/hidden": face * (1.0 - jnp.mean(seen[3::4])),
-                "shove/shoved": shoved,
-                "fall": fell,
-                "nan": nonfinite,
-            }
-        )
+        events = {**judged.events, **task_events}
+        metrics = self._metrics(data, info, terms, events, seen, draws.shoved, fell, finite)
+        timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
+        reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
         bag = data.geom_xpos[self.bag.geom_ids[0]]
         obs = self._observe(data.qpos, data.qvel, touch, info, delayed, bag)
+        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
         return State(
             data=data,
             obs=jnp.where(finite, obs, 0.0),
@@ -426,6 +359,55 @@ class BlockEnv:
             metrics=metrics,
             info=info,
         )
+
+    def _finite_or_guard(self, params: BlockParams, data):
+        """(`data` with qpos and qvel back at the guard where the state is not finite, () bool finite)."""
+        finite = self.backend.is_finite(data)
+        qpos = jnp.where(finite, data.qpos, params.template.qpos)
+        return data.replace(qpos=qpos, qvel=jnp.where(finite, data.qvel, 0.0)), finite
+
+    def _judge_punch(self, table, data, info: BlockInfo, draws: StepDraws, face) -> PunchJudgement:
+        """The opponent's current punch judged after this step: its closest approach so far and its score
+        there (`block_punch.closest_approach`), a touch of our guard on the way, and the step's events
+        (`block_punch.punch_events`; face episodes only)."""
+        cfg, punch, frame = self.config, draws.punch, draws.frame
+        gloves, blockers = self._punch_capsules(data)
+        hand = table.hand[punch]
+        score, gap = self._score(data, gloves, blockers, hand, table.target[punch])
+        best_gap, best_score = block_punch.closest_approach(
+            frame, gap, score, info.punch_gap, info.punch_score
+        )
+        reached = (best_gap <= cfg.reach_m).astype(jnp.float32)
+        best_score = best_score * reached
+        contact, glove = block_punch.guard_contact(
+            gloves, blockers, hand, info.punch_glove, cfg.touch_margin_m
+        )
+        parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
+        events = block_punch.punch_events(
+            table, punch, frame, best_score, reached, parried, self.lag_steps, cfg.block_max_score,
+            cfg.clean_hit_score, touch_blocks=not self.simulated,
+        )  # fmt: skip
+        events = {k: v * face for k, v in events.items()}
+        return PunchJudgement(events=events, gap=best_gap, score=best_score, parried=parried, glove=glove)
+
+    def _metrics(self, data, info: BlockInfo, terms: dict, events: dict, seen, shoved, fell, finite) -> dict:
+        """The step's metrics: every reward term (`reward/<term>`), the physics backend's figures, the
+        punch and task events, the episode kind, and the block, vision, shove, fall and NaN figures."""
+        metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
+        metrics.update(self.backend.figures(data))
+        metrics.update(events)
+        metrics.update({f"kind/{k}": (info.kind == i).astype(jnp.float32) for i, k in enumerate(KINDS)})
+        face = (info.kind == FACE).astype(jnp.float32)
+        metrics.update(
+            {
+                "success/blocks": events["punch/blocked"],
+                "vision/hidden": face * (1.0 - jnp.mean(seen[3::4])),
+                "shove/shoved": shoved,
+                "fall": fell,
+                "nan": 1.0 - finite.astype(jnp.float32),
+            }
+        )
+        return metrics
 
     # -- teacher hook ---------------------------------------------------------------------------------
     def teacher_command(self, state: State) -> jax.Array:
