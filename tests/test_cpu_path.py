@@ -20,7 +20,7 @@ from boxjax.envs.stance import env as stance
 from boxjax.envs.stance.env import StanceConfig
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.models import checkpoint
-from boxjax.models.networks import gaussian_log_prob
+from boxjax.models.distributions import gaussian_log_prob
 from boxjax.physics.cpu import view_of
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu import workers

@@ -12,7 +12,8 @@ import pytest
 from boxjax.envs.base import State, from_playground
 from boxjax.envs.toy import PointReach
 from boxjax.models import checkpoint
-from boxjax.models.networks import OBS_STD_FLOOR, Normalizer, gaussian_log_prob
+from boxjax.models.distributions import gaussian_log_prob
+from boxjax.models.networks import OBS_STD_FLOOR, Normalizer
 from boxjax.rl import loop, ppo, unrolls
 from boxjax.rl.losses import LossBatch, brax_gae, gae, ppo_loss
 from boxjax.rl.rollout import Transition, init_rollout, reset_states
@@ -544,7 +545,7 @@ def test_playground_style_env_trains_unchanged():
 def test_the_tanh_log_jacobian_and_the_squashed_entropy_hand_checked():
     """log(1 - tanh(x)^2) in its stable form (finite where the naive one is -inf), and the entropy
     estimate: the Gaussian's plus the log-Jacobian at the sample, summed over actions, averaged over B."""
-    from boxjax.models.networks import squashed_entropy, tanh_log_det
+    from boxjax.models.distributions import squashed_entropy, tanh_log_det
 
     x = jnp.asarray([-2.0, -0.3, 0.0, 0.7, 3.0], jnp.float32)
     np.testing.assert_allclose(
@@ -562,8 +563,7 @@ def test_the_squashed_entropy_is_brax_s_estimate():
     """Against Brax's own `NormalTanhDistribution.entropy` for the same parameters and key (skipped without
     the compare extra)."""
     distribution = pytest.importorskip("brax.training.distribution", reason="needs the compare extra (brax)")
-    from boxjax.models.networks import MIN_STD, squashed_entropy
-    from boxjax.rl.losses import squashed_sample
+    from boxjax.models.distributions import MIN_STD, TANH_NORMAL
 
     params = jax.random.normal(jax.random.PRNGKey(0), (6, 8), jnp.float32)
     key = jax.random.PRNGKey(1)
@@ -571,7 +571,7 @@ def test_the_squashed_entropy_is_brax_s_estimate():
     mean, pre = jnp.split(params, 2, axis=-1)
     log_std = jnp.log(jax.nn.softplus(pre) + MIN_STD)
     noise = jax.random.normal(key, mean.shape)  # Brax's own draw: normal(seed, loc.shape) * scale + loc
-    ours = squashed_entropy(log_std, squashed_sample(mean, log_std, noise))
+    ours = TANH_NORMAL.entropy(log_std, TANH_NORMAL.entropy_sample(mean, log_std, noise))
     assert float(ours) == pytest.approx(float(jnp.mean(brax)), rel=1e-5)
 
 

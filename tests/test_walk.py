@@ -17,7 +17,8 @@ from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.models import checkpoint
-from boxjax.models.networks import ActorCritic, gaussian_log_prob
+from boxjax.models.distributions import gaussian_log_prob
+from boxjax.models.networks import ActorCritic
 from boxjax.rl import ppo
 from boxjax.rl.losses import LossBatch, distill_loss, ppo_loss
 from boxjax.rl.train_step import make_network

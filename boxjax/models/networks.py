@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -10,9 +9,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-_LOG_2PI = math.log(2.0 * math.pi)  # plain Python: importing must not start a JAX backend
-MIN_STD = 0.001
-"""Smallest scale of a squashed (tanh-normal) policy, as Brax's `NormalTanhDistribution`."""
+from boxjax.models import distributions
+
 OBS_STD_FLOOR = 0.1
 """Smallest standard deviation the normaliser divides by. A feature that was constant for hundreds of
 iterations (a curriculum amplitude, a reference pose at level 0) would otherwise jump by thousands of
@@ -47,71 +45,47 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Gaussian policy and a separate value MLP. The policy's log std is one learnt vector (`init_log_std`),
-    its actions the samples clipped to [-1, 1]; or, with `squash`, Brax's tanh-normal: the MLP gives a
-    state-dependent scale (softplus + `MIN_STD`) beside the mean, and actions are tanh of the samples."""
+    """A policy MLP whose outputs an action distribution (`boxjax.models.distributions`) reads, and a
+    separate value MLP. With the clipped normal the log std is one learnt vector (`init_log_std`); with the
+    tanh-normal the MLP gives a state-dependent scale beside the mean."""
 
     action_size: int
     policy_hidden: Sequence[int]
     value_hidden: Sequence[int]
     init_log_std: float
-    squash: bool = False
+    distribution: str = "clipped_normal"
+    """The action distribution's name (`distributions.DISTRIBUTIONS`)."""
     weight_init: str = "orthogonal"
     """Weight initialisation of both MLPs (`INITS`)."""
 
+    @property
+    def dist(self) -> distributions.ClippedNormal | distributions.TanhNormal:
+        """The action distribution."""
+        return distributions.named(self.distribution)
+
     def setup(self) -> None:
-        outputs = 2 * self.action_size if self.squash else self.action_size
+        outputs = self.dist.head_size(self.action_size)
         self.policy = MLP(self.policy_hidden, outputs, head_scale=0.01, weight_init=self.weight_init)
         self.value = MLP(self.value_hidden, 1, head_scale=1.0, weight_init=self.weight_init)
-        if not self.squash:
+        if not self.dist.state_dependent_scale:
             self.log_std = self.param(
                 "log_std", nn.initializers.constant(self.init_log_std), (self.action_size,), jnp.float32
             )
 
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with `squash`), value (...)."""
+        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with a state-dependent scale),
+        value (...)."""
         mean, log_std = self.policy_only(obs)
         return mean, log_std, self.value(obs)[..., 0]
 
     def policy_only(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with `squash`)."""
-        if not self.squash:
-            return self.policy(obs), self.log_std
-        mean, scale = jnp.split(self.policy(obs), 2, axis=-1)
-        return mean, jnp.log(jax.nn.softplus(scale) + MIN_STD)
+        """obs (..., obs_size) -> mean (..., A), log_std ((A,), or (..., A) with a state-dependent scale)."""
+        log_std = None if self.dist.state_dependent_scale else self.log_std
+        return self.dist.mean_and_log_std(self.policy(obs), log_std)
 
     def value_only(self, obs: jax.Array) -> jax.Array:
         """obs (..., obs_size) -> value (...)."""
         return self.value(obs)[..., 0]
-
-
-def env_action(raw: jax.Array, squash: bool) -> jax.Array:
-    """A policy's sample (or mean) as the action the environment takes, in [-1, 1]: tanh of it for a
-    squashed policy (`ActorCritic.squash`), else clipped."""
-    return jnp.tanh(raw) if squash else jnp.clip(raw, -1.0, 1.0)
-
-
-def tanh_log_det(raw: jax.Array) -> jax.Array:
-    """log |d tanh(x) / dx| = log(1 - tanh(x)^2), elementwise, in a form stable for large |x|."""
-    return 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
-
-
-def squashed_entropy(log_std: jax.Array, raw: jax.Array) -> jax.Array:
-    """Brax's estimate of a tanh-normal policy's entropy, averaged over the batch: the Gaussian's entropy
-    plus the tanh's log-Jacobian at a sample `raw` of it (drawn reparametrised, so it carries gradients);
-    log_std, raw (B, A) -> ()."""
-    return jnp.mean(jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI) + tanh_log_det(raw), axis=-1))
-
-
-def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Array:
-    """Log density of a diagonal Gaussian, summed over the last axis: (..., A) -> (...)."""
-    z = (action - mean) * jnp.exp(-log_std)
-    return jnp.sum(-0.5 * z * z - log_std - 0.5 * _LOG_2PI, axis=-1)
-
-
-def gaussian_entropy(log_std: jax.Array) -> jax.Array:
-    """Entropy of a diagonal Gaussian with per-dimension log std (A,) -> ()."""
-    return jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI))
 
 
 NORMALIZERS = ("boxjax", "brax")

@@ -195,6 +195,12 @@ class PPOConfig:
         return self.obs_normalizer == "brax" and self.desired_kl <= 0
 
     @property
+    def action_distribution(self) -> str:
+        """The policy's action distribution (`boxjax.models.distributions`): Brax's tanh-normal with
+        `tanh_policy`, else the clipped normal."""
+        return "tanh_normal" if self.tanh_policy else "clipped_normal"
+
+    @property
     def batch_size(self) -> int:
         """Transitions collected per iteration."""
         return self.num_envs * self.unroll_length

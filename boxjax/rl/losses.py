@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from boxjax.models.networks import gaussian_entropy, gaussian_log_prob, squashed_entropy
+from boxjax.models.distributions import CLIPPED_NORMAL, ClippedNormal, TanhNormal
 from boxjax.rl.config import PPOConfig
 
 
@@ -172,7 +172,7 @@ def ppo_loss(
     entropy_coef: float,
     normalize_advantages: bool,
     distill_coef: float = 0.0,
-    entropy_sample: jax.Array | None = None,
+    dist: ClippedNormal | TanhNormal = CLIPPED_NORMAL,
 ) -> LossTerms:
     """Clipped-surrogate PPO loss, plus the distillation term when the batch carries a target.
 
@@ -182,26 +182,24 @@ def ppo_loss(
       value: (B,) critic values for `batch.obs`.
       batch: the behaviour data.
       distill_coef: weight of `distill_loss` (used only when `batch.distill_target` is set).
-      entropy_sample: (B, A) for a tanh-squashed policy, a fresh sample of it before the tanh: the entropy
-        is then Brax's estimate (`squashed_entropy`); None: the Gaussian's.
+      dist: the action distribution (`boxjax.models.distributions`): the log probabilities and the entropy
+        (a tanh-normal's sampled with the batch's `entropy_noise`).
 
     Returns:
       LossTerms with `total` = policy + value_coef * value - entropy_coef * entropy
       [+ distill_coef * distill].
     """
+    entropy_sample = dist.entropy_sample(mean, log_std, batch.entropy_noise)
     adv = batch.advantage
     if normalize_advantages:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_prob = gaussian_log_prob(mean, log_std, batch.action)
+    log_prob = dist.log_prob(mean, log_std, batch.action)
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
     surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
     policy_loss = -surrogate.mean()
     value_loss = 0.5 * jnp.mean(jnp.square(value - batch.target))
-    if entropy_sample is None:
-        entropy = gaussian_entropy(log_std)
-    else:
-        entropy = squashed_entropy(log_std, entropy_sample)
+    entropy = dist.entropy(log_std, entropy_sample)
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     distill = jnp.zeros((), jnp.float32)
     if batch.distill_target is not None:
@@ -219,27 +217,16 @@ def ppo_loss(
     )
 
 
-def squashed_sample(mean: jax.Array, log_std: jax.Array, noise: jax.Array | None) -> jax.Array:
-    """(B, A) a reparametrised sample of the policy before its tanh from standard normal `noise` (B, A),
-    for its entropy estimate."""
-    if noise is None:
-        raise ValueError(
-            "a tanh-squashed policy's loss needs the batch's entropy_noise (its entropy is sampled)"
-        )
-    return mean + jnp.exp(log_std) * noise
-
-
 def configured_loss(
     config: PPOConfig,
-    squash: bool,
+    dist: ClippedNormal | TanhNormal,
     mean: jax.Array,
     log_std: jax.Array,
     value: jax.Array,
     batch: LossBatch,
     normalize_advantages: bool,
 ) -> LossTerms:
-    """`ppo_loss` with `config`'s weights; for a tanh-squashed policy (`squash`) its entropy sampled with the
-    batch's `entropy_noise` (`squashed_sample`)."""
+    """`ppo_loss` with `config`'s weights and the policy's action distribution `dist`."""
     return ppo_loss(
         mean,
         log_std,
@@ -250,5 +237,5 @@ def configured_loss(
         entropy_coef=config.entropy_coef,
         normalize_advantages=normalize_advantages,
         distill_coef=config.distill_coef,
-        entropy_sample=squashed_sample(mean, log_std, batch.entropy_noise) if squash else None,
+        dist=dist,
     )

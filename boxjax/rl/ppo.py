@@ -30,7 +30,7 @@ from boxjax.envs import base as env_base
 from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.models import checkpoint
-from boxjax.models.networks import ActorCritic, Normalizer, env_action
+from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.rl import guard, loop, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.loop import PhysicsOverflowError, RunOptions
@@ -80,7 +80,7 @@ def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], ja
     def act(policy: Policy, obs: jax.Array) -> jax.Array:
         normed = policy.normalizer(obs, config.normalize_observations)
         mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
-        return env_action(mean, net.squash)
+        return net.dist.action(mean)
 
     return act
 

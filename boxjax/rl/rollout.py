@@ -10,7 +10,7 @@ from flax import struct
 
 from boxjax.envs.base import COUNT_PREFIX, NONFINITE_METRIC, Env, EpisodeSummary, State
 from boxjax.envs.wrappers import autoreset_step, batch_reset, summarize_episodes
-from boxjax.models.networks import ActorCritic, Normalizer, env_action, gaussian_log_prob
+from boxjax.models.networks import ActorCritic, Normalizer
 from boxjax.rl.collectives import Shards
 
 
@@ -162,13 +162,14 @@ def sample_action(
     normalize: bool,
     shards: Shards | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """obs (N, O) -> (raw action (N, A), its log prob (N,), the env's action in [-1, 1] (`env_action`)).
+    """obs (N, O) -> (raw action (N, A), its log prob (N,), the env's action in [-1, 1]), as the network's
+    action distribution gives them.
 
     With `shards`, the noise is this device's slice of the noise of all devices' worlds.
     """
     mean, log_std = net.apply(net_params, normalizer(obs, normalize), method=ActorCritic.policy_only)
     raw = mean + jnp.exp(log_std) * world_noise(key, mean.shape, shards)
-    return raw, gaussian_log_prob(mean, log_std, raw), env_action(raw, net.squash)
+    return raw, net.dist.log_prob(mean, log_std, raw), net.dist.action(raw)
 
 
 PEAK_PREFIX = ("overflow/", "caps/")

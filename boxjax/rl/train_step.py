@@ -47,7 +47,7 @@ def make_network(env: base.Env, config: PPOConfig) -> ActorCritic:
         policy_hidden=tuple(config.policy_hidden),
         value_hidden=tuple(config.value_hidden),
         init_log_std=config.init_log_std,
-        squash=config.tanh_policy,
+        distribution=config.action_distribution,
         weight_init=config.network_init,
     )
 
@@ -123,7 +123,7 @@ def minibatch_loss(
         params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
         obs = obs.astype(compute_dtype)
     mean, log_std, value = jax.tree.map(lambda x: x.astype(jnp.float32), net.apply(params, obs))
-    terms = configured_loss(config, net.squash, mean, log_std, value, mb, normalize_advantages)
+    terms = configured_loss(config, net.dist, mean, log_std, value, mb, normalize_advantages)
     return terms.total, terms
 
 
@@ -200,7 +200,7 @@ def update(
 
     def epoch(carry, epoch_key):
         data = batch
-        if net.squash:  # fresh entropy noise per transition and epoch, drawn before the shuffle
+        if net.dist.sampled_entropy:  # fresh entropy noise per transition and epoch, drawn before the shuffle
             noise_key = jax.random.fold_in(epoch_key, 1)
             transitions = batch.log_prob.size
             worlds = transitions // config.unroll_length
@@ -340,12 +340,7 @@ def obs_stats_kl(
     how far new observation statistics alone move the policy."""
     mean_before, log_std = net.apply(params, before(obs), method=ActorCritic.policy_only)
     mean_after, log_std_after = net.apply(params, after(obs), method=ActorCritic.policy_only)
-    if net.squash:  # the scale moves with the statistics too: the whole Gaussian KL (before || after)
-        ratio = jnp.exp(2.0 * (log_std - log_std_after))
-        shift = jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std_after)
-        per_dim = log_std_after - log_std + 0.5 * (ratio + shift) - 0.5
-        return jnp.mean(jnp.sum(per_dim, axis=-1))
-    return jnp.mean(0.5 * jnp.sum(jnp.square(mean_after - mean_before) * jnp.exp(-2.0 * log_std), axis=-1))
+    return net.dist.kl(mean_before, log_std, mean_after, log_std_after)
 
 
 def next_normalizer(

@@ -64,7 +64,7 @@ def unit_loss(
     )
     actions = net.action_size
     mean, value = mean.reshape(-1, actions), value.reshape(-1)
-    log_std = log_std.reshape(-1, actions) if net.squash else log_std
+    log_std = net.dist.batch_log_std(log_std, actions)
     flat = LossBatch(
         obs=mb.obs.reshape(-1, mb.obs.shape[-1]),
         action=mb.action.reshape(-1, actions),
@@ -73,5 +73,5 @@ def unit_loss(
         target=target.T.reshape(-1),
         entropy_noise=None if mb.entropy_noise is None else mb.entropy_noise.reshape(-1, actions),
     )
-    terms = configured_loss(config, net.squash, mean, log_std, value, flat, config.normalize_advantages)
+    terms = configured_loss(config, net.dist, mean, log_std, value, flat, config.normalize_advantages)
     return terms.total, terms
