@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from boxjax.rl import presets
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "experiments"))
 import compare_brax  # noqa: E402
 
@@ -22,10 +24,10 @@ DM_CONTROL = {
 """The Playground's published DM Control Suite configuration (playground 0.2.0)."""
 
 
-def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top():
-    config = compare_brax.boxjax_config(DM_CONTROL, {})
+def test_from_brax_matches_the_brax_configuration_and_takes_overrides_on_top():
+    config = presets.from_brax(DM_CONTROL, {})
     # one iteration is one Brax training step: 16 unrolls of 30 steps, GAE in windows of 30
-    assert compare_brax.brax_unrolls_per_update(DM_CONTROL) == 16
+    assert presets.brax_unrolls_per_update(DM_CONTROL) == 16
     assert (config.num_envs, config.unroll_length, config.gae_window) == (2048, 480, 30)
     assert config.minibatch_size == 30_720
     assert (config.num_epochs, config.learning_rate, config.desired_kl) == (16, 1e-3, 0.0)
@@ -35,7 +37,7 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         10.0,
         0.3,
     )
-    assert config.max_grad_norm == compare_brax.NO_CLIP and config.normalize_observations
+    assert config.max_grad_norm == presets.NO_CLIP and config.normalize_observations
     assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5) and config.tanh_policy
     assert (config.network_init, config.obs_normalizer, config.brax_advantages) == (
         "lecun_uniform",
@@ -43,14 +45,14 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
         True,
     )
     assert config.stats_before_update  # Brax's order with the configuration's fixed step size
-    assert compare_brax.boxjax_config({**DM_CONTROL, "vf_loss_coefficient": 0.25}, {}).value_coef == 0.25
+    assert presets.from_brax({**DM_CONTROL, "vf_loss_coefficient": 0.25}, {}).value_coef == 0.25
     with pytest.raises(ValueError, match="bootstrap_on_timeout"):
-        compare_brax.boxjax_config({**DM_CONTROL, "bootstrap_on_timeout": True}, {})
+        presets.from_brax({**DM_CONTROL, "bootstrap_on_timeout": True}, {})
     normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
-    assert not compare_brax.boxjax_config(normal, {}).tanh_policy
-    assert compare_brax.boxjax_config(normal, {}).init_log_std == 0.0  # Brax's init_noise_std 1.0
+    assert not presets.from_brax(normal, {}).tanh_policy
+    assert presets.from_brax(normal, {}).init_log_std == 0.0  # Brax's init_noise_std 1.0
     with pytest.raises(ValueError, match="unknown Brax distribution_type 'beta'"):
-        compare_brax.boxjax_config({**DM_CONTROL, "network_factory": {"distribution_type": "beta"}}, {})
+        presets.from_brax({**DM_CONTROL, "network_factory": {"distribution_type": "beta"}}, {})
     assert (config.gae_lambda, config.normalize_advantages, config.learning_rate_bounds) == (
         0.95,
         True,
@@ -58,28 +60,25 @@ def test_boxjax_config_matches_the_brax_configuration_and_takes_overrides_on_top
     )
     # Brax resets all its environments after each epoch of one training step (10 per evaluation period):
     # every iteration, every world restarting from the draw
-    assert (
-        config.reset_every == 1 == compare_brax.brax_reset_every(DM_CONTROL, 983_040)
-        and config.restart_on_draw
-    )
+    assert config.reset_every == 1 == presets.brax_reset_every(DM_CONTROL, 983_040) and config.restart_on_draw
     once = {**DM_CONTROL, "num_resets_per_eval": 0}
-    assert not compare_brax.boxjax_config(once, {}).restart_on_draw
+    assert not presets.from_brax(once, {}).restart_on_draw
     assert (
-        compare_brax.brax_reset_every(once, 983_040) == compare_brax.brax_schedule(once)[1] // 983_040 + 1
+        presets.brax_reset_every(once, 983_040) == presets.brax_schedule(once)[1] // 983_040 + 1
     )  # one draw
     # per sample, the same gradient steps: Brax 16 passes x 32 minibatches over 32,768 trajectories
     assert config.num_epochs * config.num_minibatches / config.batch_size == pytest.approx(
         16 * 32 / (1024 * 32 * 30)
     )
     # an override that changes the iteration's size keeps Brax's cadence: 16 iterations of 30 steps
-    small = compare_brax.boxjax_config(DM_CONTROL, {"unroll_length": 30, "minibatch_size": 1920})
+    small = presets.from_brax(DM_CONTROL, {"unroll_length": 30, "minibatch_size": 1920})
     assert (small.reset_every, small.gae_window, small.restart_on_draw) == (16, 30, True)
     with pytest.raises(ValueError, match=r"batch_size x num_minibatches \(1000 x 32\) must be a positive"):
-        compare_brax.boxjax_config({**DM_CONTROL, "batch_size": 1000}, {})
+        presets.from_brax({**DM_CONTROL, "batch_size": 1000}, {})
     named = {**DM_CONTROL, "network_factory": {"policy_hidden_layer_sizes": (128, 128)}, "max_grad_norm": 1.0,
              "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.02, "gae_lambda": 0.9,
              "normalize_advantage": False}  # fmt: skip
-    config = compare_brax.boxjax_config(named, {"init_log_std": -1.0})
+    config = presets.from_brax(named, {"init_log_std": -1.0})
     assert (config.policy_hidden, config.value_hidden) == ((128, 128), (256,) * 5)
     assert (config.max_grad_norm, config.desired_kl, config.init_log_std) == (1.0, 0.02, -1.0)
     assert (config.gae_lambda, config.normalize_advantages) == (0.9, False)
@@ -100,18 +99,18 @@ def test_overrides_parse_literals_and_name_an_unknown_key():
 def test_both_train_brax_s_schedule_and_evaluate_at_its_points():
     # Brax: 9 periods of whole updates of 1,024 x 30 x 32 steps, 10 resets per period: 60 M rounds up
     per_update = 1024 * 30 * 32
-    spacing, total = compare_brax.brax_schedule(DM_CONTROL)
+    spacing, total = presets.brax_schedule(DM_CONTROL)
     assert spacing == math.ceil(60e6 / (9 * per_update * 10)) * per_update * 10 and total == 9 * spacing
     assert total == 88_473_600  # not the 60 M asked: Brax fills whole periods
-    config = compare_brax.boxjax_config(DM_CONTROL, {})
+    config = presets.from_brax(DM_CONTROL, {})
     assert compare_brax.boxjax_schedule(DM_CONTROL, config) == (per_update, total // per_update, 10)
     repeat = {**DM_CONTROL, "action_repeat": 4}  # environment steps count the repeat, as Brax's do
     assert compare_brax.boxjax_schedule(repeat, config)[0] == 4 * per_update
     with pytest.raises(ValueError, match="not a multiple of boxjax's 14,336 per iteration"):
-        compare_brax.boxjax_schedule(DM_CONTROL, compare_brax.boxjax_config(DM_CONTROL, {"unroll_length": 7,
+        compare_brax.boxjax_schedule(DM_CONTROL, presets.from_brax(DM_CONTROL, {"unroll_length": 7,
                                      "gae_window": 7, "minibatch_size": 2048 * 7}))  # fmt: skip
     with pytest.raises(ValueError, match="--evals must be >= 3"):
-        compare_brax.brax_schedule({**DM_CONTROL, "num_evals": 2})
+        presets.brax_schedule({**DM_CONTROL, "num_evals": 2})
 
 
 def test_steady_throughput_leaves_the_first_epoch_out():
@@ -149,7 +148,7 @@ def test_with_brax_installed_its_network_defaults_and_the_jax_shims_hold():
         "brax.training.agents.ppo.networks", reason="the compare extra is not installed"
     )
     defaults = inspect.signature(networks.make_ppo_networks).parameters
-    for name, want in compare_brax.BRAX_NETWORK_DEFAULTS.items():
+    for name, want in presets.BRAX_NETWORK_DEFAULTS.items():
         got = defaults[name].default
         assert (tuple(got) if isinstance(want, tuple) else got) == want
     import jax
