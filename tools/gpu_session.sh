@@ -301,6 +301,24 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     python3 experiments/learn_report.py runs/$run | tee -a "$OUT/logs/session.txt"
     mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" 2>/dev/null
     ;;
+  issue41)  # issue41 STEP: what issue 41 still needs of a GPU, one device call per STEP (on one machine, in order):
+    # 1 the seed-world default and the lighter world benched on this card; 2 and 3 the default's 9-minute
+    # training runs from the shipped blocker, seeds 0 and 1 (the noise of item 4); 4 the CPU path on this
+    # machine's cores, 9 minutes (item 3); rows via experiments/seed_table.py --from-run afterwards
+    case $2 in
+      1) bash "$0" seedbench
+         SEED_ARGS="--env opponent_freeze_idle=true" bash "$0" seedbench ;;
+      2|3) seed=$(( $2 - 2 )); run=seedrun-default-seed$seed
+         log "seed-table training run, default world, seed $seed, 9 min"
+         timeout 570 python3 experiments/block.py --platform gpu --body muscular --minutes 9 --iterations 100000 \
+           --checkpoint-every 100000 --seed $seed --teacher auto --name $run \
+           --init boxjax/data/blockers/block-muscular.msgpack 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+         python3 experiments/learn_report.py runs/$run --windows 3 | tee -a "$OUT/logs/session.txt"
+         mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
+      4) SEEDCPU_LIMIT_S=570 bash "$0" seedcpu 9 ;;
+      *) log "issue41 takes a step 1-4"; exit 2 ;;
+    esac
+    ;;
   bundle)
     bundle "$2"
     ;;
