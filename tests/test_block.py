@@ -1064,3 +1064,17 @@ def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli("--iterations", "1", "--name", "staged", "--graph-mode", "warp_staged_ex")
     assert "--graph-mode applies to --platform gpu only" in capsys.readouterr().err
+
+
+def test_every_reward_term_is_weighted_once_by_its_config_field():
+    """The block reward is a table: each of `REWARD_TERMS` comes unweighted from the step and is weighted by
+    `BlockConfig.w_<term>` in one place (`weighted_terms`); `w_fall` is the fall's penalty."""
+    from boxjax.envs.block.config import REWARD_TERMS, WEIGHTS, BlockConfig, weighted_terms
+
+    config = BlockConfig(w_block=3.0)
+    assert set(WEIGHTS) == {f"w_{term}" for term in REWARD_TERMS} | {"w_fall"}
+    weighted = weighted_terms(config, {term: jnp.float32(2.0) for term in REWARD_TERMS})
+    assert set(weighted) == set(REWARD_TERMS)
+    for term in REWARD_TERMS:  # float32 products
+        assert float(weighted[term]) == pytest.approx(2.0 * getattr(config, f"w_{term}"), rel=1e-6), term
+    assert float(weighted["block"]) == 6.0

@@ -29,6 +29,9 @@ REWARD_TERMS = (
     "alive", "pose", "height", "upright", "feet", "action_rate", "block", "hit",
     "command", "walk_progress", "walk_goal", "bag_reach", "bag_hit", "recover",
 )  # fmt: skip
+"""The reward's terms: each is computed unweighted (a penalty negative) and weighted once by its config
+field `w_<term>` (`weighted_terms`); the step's reward is their sum less `w_fall` on a fall, and each is
+logged as `reward/<term>`."""
 SUCCESS = ("blocks", "goals", "bag_hits", "recoveries", "commands_held")
 EVENTS = (
     "punch/thrown", "punch/arrived", "punch/blocked", "punch/parried", "punch/missed", "punch/hit",
@@ -368,3 +371,8 @@ class StepDraws:
     """() float32 1.0 where the shove kicked our root this step."""
     key: jax.Array
     """The world's PRNG key for the next step."""
+
+
+def weighted_terms(config: BlockConfig, terms: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """Every `REWARD_TERMS` entry of the unweighted `terms`, times its weight `config.w_<term>`."""
+    return {name: getattr(config, f"w_{name}") * terms[name] for name in REWARD_TERMS}

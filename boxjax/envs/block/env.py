@@ -42,6 +42,7 @@ from boxjax.envs.block.config import (
     BlockInfo,
     BlockParams,
     StepDraws,
+    weighted_terms,
 )
 from boxjax.envs.walk import env as walk
 from boxjax.envs.walk import teacher as teacher_lib
@@ -326,15 +327,15 @@ class BlockEnv:
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
         terms.update(
-            block=cfg.w_block * judged.events["punch/blocked"],
-            hit=-cfg.w_hit * (judged.events["punch/arrived"] - judged.events["punch/parried"]) * judged.score,
+            block=judged.events["punch/blocked"],
+            hit=-(judged.events["punch/arrived"] - judged.events["punch/parried"]) * judged.score,
         )
         fell = fell * finite
         step = info.step + 1
         task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
         key, k_press = jax.random.split(draws.key)
         info, task_events["command/presses"] = self._press(data, info, k_press)
-        terms.update(task_terms)
+        terms = weighted_terms(cfg, {**terms, **task_terms})
         # he re-aims while he waits in the guard; a punch keeps its aim (no homing glove)
         waiting = finite & (draws.frame < 0)
         anchor = jnp.where(waiting, self._follow(data, info.opponent_anchor), info.opponent_anchor)
@@ -598,7 +599,7 @@ class BlockEnv:
         return data.replace(qvel=data.qvel.at[v : v + 2].add(kick)), shoved
 
     def _task(self, data: mjx.Data, info: BlockInfo, fell: jax.Array):
-        """Reward terms, events and info updates of the command, walk, bag and shove kinds
+        """Unweighted reward terms, events and info updates of the command, walk, bag and shove kinds
         (`block_kinds.kind_task`) from stepped `data`."""
         pose = functools.partial(vision.pose_capsules, data.geom_xpos, data.geom_xmat)
         glove_sites = data.site_xpos[jnp.asarray(self.arm_ik.glove_site_ids)]
@@ -676,7 +677,7 @@ class BlockEnv:
         return frames.yaw(quat) - self.guard_yaw
 
     def _rewards(self, data, touch, action, info: BlockInfo):
-        """The terms every kind shares (around the episode's reference pose) and the fall flag."""
+        """The unweighted terms every kind shares (around the episode's reference pose) and the fall flag."""
         cfg, me = self.config, self.me
         quat = data.qpos[me.qpos_adr + 3 : me.qpos_adr + 7]
         gravity = rewards.gravity_in_frame(quat)
@@ -685,14 +686,13 @@ class BlockEnv:
         pose_factor = jnp.where(
             info.kind == WALK, cfg.pose_weight_walk, jnp.where(info.kind == BAG, cfg.pose_weight_bag, 1.0)
         )
-        w_pose = cfg.w_pose * pose_factor
-        terms = {
-            "alive": jnp.float32(cfg.w_alive),
-            "pose": w_pose * rewards.pose_tracking(joints, info.pose_ref, 0.05 * self.nu),
-            "height": cfg.w_height * rewards.height_tracking(height, self.guard_height, 0.01),
-            "upright": cfg.w_upright * rewards.upright(gravity),
-            "feet": cfg.w_feet * rewards.feet_support(touch, self.body_weight_n),
-            "action_rate": -cfg.w_action_rate * rewards.action_rate(action, info.prev_action),
+        terms = {  # unweighted (`weighted_terms` weighs them)
+            "alive": jnp.float32(1.0),
+            "pose": pose_factor * rewards.pose_tracking(joints, info.pose_ref, 0.05 * self.nu),
+            "height": rewards.height_tracking(height, self.guard_height, 0.01),
+            "upright": rewards.upright(gravity),
+            "feet": rewards.feet_support(touch, self.body_weight_n),
+            "action_rate": -rewards.action_rate(action, info.prev_action),
         }
         fell = (height < cfg.fall_height_fraction * self.guard_height) | (
             rewards.upright(gravity) < cfg.fall_upright_cos

@@ -41,9 +41,9 @@ def kind_task(
     gloves: vision.Capsules,
     bag: vision.Capsules,
 ) -> tuple[dict[str, jax.Array], dict[str, jax.Array], BlockInfo]:
-    """Reward terms, events and info updates of the command, walk, bag and shove kinds, each masked to its
-    own episodes: from our root (7,) (position, quaternion), our glove sites less our head's position
-    (2, 3), and our gloves and the bag posed as capsules, after the physics step."""
+    """Reward terms (unweighted), events and info updates of the command, walk, bag and shove kinds, each
+    masked to its own episodes: from our root (7,) (position, quaternion), our glove sites less our head's
+    position (2, 3), and our gloves and the bag posed as capsules, after the physics step."""
     is_kind = [(info.kind == i).astype(jnp.float32) for i in range(len(KINDS))]
     yaw = frames.yaw(root[3:7])
     # command: gloves against their targets, in the heading frame, from the head
@@ -65,15 +65,16 @@ def kind_task(
     hits = is_kind[BAG] * touching * (1.0 - info.touching) * (approach >= cfg.bag_hit_speed_mps)
     # shove: still standing recover_s after the kick
     recovered = is_kind[SHOVE] * (info.step == info.shove_step + 1 + cfg.steps(cfg.recover_s)) * (1.0 - fell)
-    terms = {
-        "command": is_kind[COMMAND] * cfg.w_command * jnp.exp(-jnp.sum(jnp.square(error)) / 0.01),
-        "walk_progress": is_kind[WALK] * (1.0 - info.reached) * cfg.w_walk_progress
+    terms = {  # unweighted (`config.weighted_terms` weighs them)
+        "command": is_kind[COMMAND] * jnp.exp(-jnp.sum(jnp.square(error)) / 0.01),
+        "walk_progress": is_kind[WALK]
+        * (1.0 - info.reached)
         * jnp.clip(speed / cfg.walk_speed_mps, -1.0, 1.0),
-        "walk_goal": cfg.w_walk_goal * goal,
-        "bag_reach": is_kind[BAG] * cfg.w_bag_reach * jnp.exp(-jnp.square(jnp.min(gap)) / 0.01),
-        "bag_hit": cfg.w_bag_hit * jnp.sum(hits * jnp.minimum(approach / cfg.bag_hit_speed_mps, 2.0)),
-        "recover": cfg.w_recover * recovered,
-    }  # fmt: skip
+        "walk_goal": goal,
+        "bag_reach": is_kind[BAG] * jnp.exp(-jnp.square(jnp.min(gap)) / 0.01),
+        "bag_hit": jnp.sum(hits * jnp.minimum(approach / cfg.bag_hit_speed_mps, 2.0)),
+        "recover": recovered,
+    }
     events = {
         "success/goals": goal,
         "success/bag_hits": jnp.sum(hits),
