@@ -191,6 +191,31 @@ class NoCurriculum:
     level: jax.Array = struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
 
 
+def reset_nonfinite(backend: Any, data: Any, qpos: jax.Array) -> tuple[Any, jax.Array]:
+    """A task's guard after the physics: (`data` with its qpos back at `qpos` and zero qvel where the world's
+    state is not finite (`backend.is_finite`), () bool finite)."""
+    finite = backend.is_finite(data)
+    data = data.replace(qpos=jnp.where(finite, data.qpos, qpos), qvel=jnp.where(finite, data.qvel, 0.0))
+    return data, finite
+
+
+def guarded_state(
+    data: Any, obs: jax.Array, reward: jax.Array, fell, timeout, finite: jax.Array, metrics: dict, info: Any
+) -> State:
+    """A step's `State`: observation and reward zero where the state was not finite, and such a world ended
+    (done and truncated: an episode cut short, never a fall) beside a fall or the time limit."""
+    nonfinite = 1.0 - finite.astype(jnp.float32)
+    return State(
+        data=data,
+        obs=jnp.where(finite, obs, 0.0),
+        reward=jnp.where(finite, reward, 0.0),
+        done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
+        truncation=jnp.maximum(timeout, nonfinite),
+        metrics=metrics,
+        info=info,
+    )
+
+
 def host_snapshot(env: Env) -> Any:
     """What the env's physics engine has counted on the host so far (its backend's `host_snapshot`; None for
     an env without a backend), for `host_figures`."""

@@ -21,7 +21,7 @@ import numpy as np
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import frames, rewards
+from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State
 from boxjax.envs.block import from_stance, ik, punches, vision
 from boxjax.envs.block import kinds as block_kinds
@@ -320,7 +320,7 @@ class BlockEnv:
         """
         info, cfg = state.info, self.config
         face = (info.kind == FACE).astype(jnp.float32)
-        data, finite = self._finite_or_guard(params, data)
+        data, finite = base.reset_nonfinite(self.backend, data, params.template.qpos)
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         judged = self._judge_punch(params.punches, data, info, draws, face)
@@ -350,22 +350,7 @@ class BlockEnv:
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
         bag = data.geom_xpos[self.bag.geom_ids[0]]
         obs = self._observe(data.qpos, data.qvel, touch, info, delayed, bag)
-        nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
-        return State(
-            data=data,
-            obs=jnp.where(finite, obs, 0.0),
-            reward=jnp.where(finite, reward, 0.0),
-            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
-            truncation=jnp.maximum(timeout, nonfinite),
-            metrics=metrics,
-            info=info,
-        )
-
-    def _finite_or_guard(self, params: BlockParams, data):
-        """(`data` with qpos and qvel back at the guard where the state is not finite, () bool finite)."""
-        finite = self.backend.is_finite(data)
-        qpos = jnp.where(finite, data.qpos, params.template.qpos)
-        return data.replace(qpos=qpos, qvel=jnp.where(finite, data.qvel, 0.0)), finite
+        return base.guarded_state(data, obs, reward, fell, timeout, finite, metrics, info)
 
     def _judge_punch(self, table, data, info: BlockInfo, draws: StepDraws, face) -> PunchJudgement:
         """The opponent's current punch judged after this step: its closest approach so far and its score

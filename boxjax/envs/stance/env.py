@@ -20,6 +20,7 @@ import numpy as np
 from flax import struct
 
 from boxjax import mjcf
+from boxjax.envs import base
 from boxjax.envs.base import EpisodeSummary, State, TaskConfig
 from boxjax.envs.stance import shared as stance_math
 from boxjax.physics import backend as physics_backend
@@ -374,10 +375,7 @@ class StanceEnv:
         info, cfg, lay = state.info, self.config, self.layout
         phase, shove, amp = draws.phase, draws.shove, params.amplitude
         ref_pose, ref_height = stance_math.reference(params.tables[phase], amp, self.nu)
-        finite = self.backend.is_finite(data)
-        data = data.replace(
-            qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
-        )
+        data, finite = base.reset_nonfinite(self.backend, data, params.template.qpos)
         touch = data.sensordata[lay.touch_adr]
         terms, fell = stance_math.score(
             data.qpos, data.qvel, touch, ref_pose, ref_height, action, info.prev_action, lay, cfg
@@ -396,15 +394,7 @@ class StanceEnv:
         metrics.update(self.backend.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
         metrics.update(solve_counts(fell, timeout * finite, info.began_full))
-        return State(
-            data=data,
-            obs=jnp.where(finite, obs, 0.0),
-            reward=jnp.where(finite, reward, 0.0),
-            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
-            truncation=jnp.maximum(timeout, nonfinite),
-            metrics=metrics,
-            info=info,
-        )
+        return base.guarded_state(data, obs, reward, fell, timeout, finite, metrics, info)
 
     # -- curriculum -----------------------------------------------------------------------------------
     def init_curriculum(self) -> StanceCurriculum:

@@ -28,7 +28,7 @@ from flax import struct
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import frames, rewards
+from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State, TaskConfig
 from boxjax.mjcf import poses
 from boxjax.physics import backend as physics_backend
@@ -341,10 +341,7 @@ class WalkEnv:
         `boxjax.physics.cpu.PhysicsView`). Pure and per world, like `step`."""
         info, cfg, idx = state.info, self.config, self.index
         shove = draws.shove
-        finite = self.backend.is_finite(data)
-        data = data.replace(
-            qpos=jnp.where(finite, data.qpos, params.template.qpos), qvel=jnp.where(finite, data.qvel, 0.0)
-        )
+        data, finite = base.reset_nonfinite(self.backend, data, params.template.qpos)
         terms, fell, figures = self._score(data, info.command, action, info.prev_action)
         nonfinite = 1.0 - finite.astype(jnp.float32)  # reset and ended, but not a fall
         fell = fell * finite
@@ -359,15 +356,9 @@ class WalkEnv:
         metrics.update(figures)
         metrics.update(self.backend.figures(data))
         metrics.update(fall=fell, shove=shove.astype(jnp.float32), nan=nonfinite)
-        return State(
-            data=data,
-            obs=jnp.where(finite, walk_observation(idx, data, info.command), 0.0),
-            reward=jnp.where(finite, reward, 0.0).astype(jnp.float32),
-            done=jnp.maximum(jnp.maximum(fell, timeout), nonfinite),
-            truncation=jnp.maximum(timeout, nonfinite),
-            metrics={k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()},
-            info=info,
-        )
+        metrics = {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
+        obs = walk_observation(idx, data, info.command)
+        return base.guarded_state(data, obs, reward.astype(jnp.float32), fell, timeout, finite, metrics, info)
 
     # -- pieces ---------------------------------------------------------------------------------------
     def _targets(self, action: jax.Array) -> jax.Array:
