@@ -185,16 +185,16 @@ def measure(
     jax.block_until_ready(metrics)
     rows.append(("compile_s", time.perf_counter() - tick, "s"))
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
-    captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
+    engine_before = graphs.snapshot()
     best_it = float("inf")
     for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = iteration(ts, rs, params)
         jax.block_until_ready(metrics)
         best_it = min(best_it, time.perf_counter() - tick)
-    rows.append(("graph_captures", graphs.new_captures(captured_before) / repeats, "graphs/iteration"))
-    factored = (graphs.fused_factorizations() - factored_before) / repeats
-    rows.append(("fused_factorizations", factored, "worlds/iteration"))
+    engine = graphs.since(engine_before)
+    rows.append(("graph_captures", engine[graphs.GRAPH_CAPTURES] / repeats, "graphs/iteration"))
+    rows.append(("fused_factorizations", engine[graphs.FUSED_FACTORIZATIONS] / repeats, "worlds/iteration"))
     rows.append(("s_per_iteration", best_it, "s"))
     rows.append(("steps_per_s", worlds * unroll / best_it, "1/s"))
     rows.append(("update_ms", 1e3 * max(best_it - best_env, 0.0), "ms"))

@@ -351,14 +351,15 @@ def time_iteration(
     compile_s, times = time.perf_counter() - tick, []
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
-    captured_before, factored_before = graphs.capture_keys(), graphs.fused_factorizations()
+    engine_before = graphs.snapshot()
     for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
         times.append(time.perf_counter() - tick)
     best = min(times)
-    captures = graphs.new_captures(captured_before) / repeats
-    factored = (graphs.fused_factorizations() - factored_before) / repeats
+    engine = graphs.since(engine_before)
+    captures = engine[graphs.GRAPH_CAPTURES] / repeats
+    factored = engine[graphs.FUSED_FACTORIZATIONS] / repeats
     progress(
         f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
         f"{captures:.1f} graph captures each"
