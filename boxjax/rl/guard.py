@@ -152,8 +152,12 @@ class Guard:
         """(the iteration's `NAN` line or None, the error to stop with or None), from its figures, the
         gradient steps of an update (`total_steps`) and the world-steps of an iteration (`world_steps`)."""
         line = report(figures, total_steps)
-        error = self._skipped_streak(figures) or self._dead_env(figures, world_steps)
-        error = error or self._skipped_share(figures, total_steps)
+        checks = (
+            self._skipped_streak(figures),
+            self._dead_env(figures, world_steps),
+            self._skipped_share(figures, total_steps),
+        )  # each counts this iteration, whichever stops the run
+        error = next((e for e in checks if e is not None), None)
         if error is None and line and self.stop_on_nan:
             error = NonFiniteError(f"stopped on a non-finite value (stop_on_nan): {line}")
         return line, error
