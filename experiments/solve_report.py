@@ -76,6 +76,18 @@ def read_solves(paths: list[str]) -> list[Solve]:
     return solves
 
 
+SEED_SOLVES = (
+    ("RTX 5090, vast.ai (the seed's fastest)", "muscular-fast", 0.69, 377.0, 0.089),
+    ("RTX 5090, vast.ai (the seed's fastest)", "simple", 0.69, 185.0, 0.053),
+    ("RTX 5080, vast.ai (the seed's cheapest, muscular-fast)", "muscular-fast", 0.39, 515.0, 0.065),
+    ("RTX 3090, vast.ai (the seed's cheapest, simple)", "simple", 0.20, 451.0, 0.030),
+    ("c8a.24xlarge spot, 96 vCPU (the seed)", "muscular-fast", 1.34, 714.0, 0.299),
+    ("c8a.24xlarge spot, 96 vCPU (the seed)", "simple", 1.34, 404.0, 0.184),
+)
+"""(machine, body, $/h, time to solve s, $ per solve) as the seed's stance table prints them ("cost per solve
+with set-up included", 2,048-copy RTX runs and 72 x 6 CPU workers)."""
+
+
 def cost_table(solves: list[Solve], prices: dict[str, bench.Price], key: str | None = None) -> str:
     """The seed's table (markdown), one line per `Solve.group`, then the source and date of each price
     used; a device without a price gets "n/a"."""
@@ -86,6 +98,9 @@ def cost_table(solves: list[Solve], prices: dict[str, bench.Price], key: str | N
         "| machine | body | worlds x unroll | rule | caches | price | time to solve (seeds) | cost |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    for machine, body, usd, seconds, cost in SEED_SOLVES:
+        cells = f"| {machine} | {body} | – | seed | as the seed's | ${usd:.2f}/h"
+        lines.append(f"{cells} | {seconds:.0f} s | ${cost:.3f} |")
     used = {}
     for (device, body, worlds, unroll, rule, caches), runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda s: s.seed)

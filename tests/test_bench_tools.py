@@ -268,6 +268,12 @@ def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_p
     assert "| 4096 x 16 | seed | cold | $3.60/h | **150.0 s**" in table
     assert "| Some Other GPU | simple | 1024 x 16 | seed | warm | n/a |" in table
     assert "price 'H200 (test)': $3.60/h, a test's rate; 2026-12" in table
+    # the seed's own rows, as its table prints them (set-up included)
+    seed_row = (
+        "| RTX 5090, vast.ai (the seed's fastest) | simple | – | seed | as the seed's | $0.69/h | 185 s "
+    )
+    seed_row += "| $0.053 |"
+    assert seed_row in table and table.index(seed_row) < table.index("| NVIDIA H200 |")
     lines = solve_report.sweep_lines(solves)
     warm = lines["simple, seed rule, warm, x16 (NVIDIA H200)"]
     assert warm == [(1024, 70.0, [60.0, 80.0]), (2048, 90.0, [90.0])]
