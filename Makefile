@@ -12,31 +12,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,watch,tensorboard]"
 	touch $(STAMP)
 
-# The main job, small (experiments/demo.py): blocking training of the simple body on the CPU path, face episodes
+# The main job, small (`boxjax demo`): blocking training of the simple body on the CPU path, face episodes
 # against the simulated opponent with the shipped walking teacher's legs distilled, then its curves image and, when
 # MuJoCo's offscreen OpenGL works, a 3 s video. 7.0 min on our 2-core machine with empty compile caches: return
 # 154 -> 687, falls 100 % -> 35 % (first against last tenth). demo-stance: the stance task (4.7 min there; its
 # return rises slowly, 211 -> 253, and falls stay at 100 %).
 demo: $(STAMP)
-	$(PY) experiments/demo.py
+	$(VENV)/bin/boxjax demo
 
 demo-stance: $(STAMP)
-	$(PY) experiments/stance.py --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo-stance
+	$(VENV)/bin/boxjax train --task stance --platform cpu --body simple --envs 128 --unroll 16 --minibatch 512 --iterations 200 --name demo-stance
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra --durations=15 -n 2 --dist loadfile
 
 # On a GPU: the stance table, the factorisation kernel and the blocking task; on a CPU-only machine a small
 # stance table and the CPU path (mujoco.batch) against a bare mj_step. Last, the seed's price-and-speed table
-# of the blocking training from every kept row (experiments/seed_table.py).
+# of the blocking training from every kept row. `boxjax bench` runs them in turn (`boxjax bench --help` lists the
+# tools one by one).
 bench: $(STAMP)
-	$(PY) experiments/bench.py
-	if nvidia-smi -L >/dev/null 2>&1; then \
-		$(PY) experiments/bench_factor.py && $(PY) experiments/bench_block.py; \
-	else \
-		$(PY) experiments/bench_cpu.py; \
-	fi
-	$(PY) experiments/seed_table.py
+	$(VENV)/bin/boxjax bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check boxjax experiments tests

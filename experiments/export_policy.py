@@ -1,43 +1,6 @@
-"""Write a trained policy as one small file:
-`python experiments/export_policy.py RUN_OR_CHECKPOINT OUT.msgpack`.
+"""Write a trained policy as one small file: the same as `boxjax export` (`boxjax.cli.export`), same flags."""
 
-The newest checkpoint's network and observation statistics with its meta (`boxjax.models.checkpoint.
-save_policy`), nothing to resume from; `watch.py OUT.msgpack` plays it. The package's trained blockers
-(`boxjax/data/blockers/block-BODY.msgpack`, what `watch.py --body BODY` plays) are made this way.
-"""
-
-from __future__ import annotations
-
-import argparse
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _cli  # noqa: E402
-import watch  # noqa: E402
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Load the checkpoint as `watch.py` does, write its policy file, print its size."""
-    p = _cli.Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="runs/NAME or a checkpoint directory")
-    p.add_argument("out", help="the policy file to write (.msgpack)")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    args = p.parse_args(argv)
-    from boxjax import platform
-
-    platform.configure("cpu", None)
-    from boxjax.models import checkpoint
-
-    source = watch.checkpoint_dir(args.source)
-    step = checkpoint.latest_step(source)
-    meta = {**checkpoint.read_meta(source, step), "source_step": int(step)}
-    _, _, policy = watch.load(source, meta, 1)
-    checkpoint.save_policy(args.out, {"params": policy.params, "normalizer": policy.normalizer}, meta)
-    size = os.path.getsize(args.out)
-    print(f"export: {meta['env']} body={meta['body']} step {step} -> {args.out} ({size} bytes)")
-    return 0
-
+from boxjax.cli import common, export
 
 if __name__ == "__main__":
-    raise SystemExit(_cli.run_main(main))
+    raise SystemExit(common.run_main(export.main))

@@ -5,23 +5,23 @@ import argparse
 import gzip
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-import _cli  # noqa: E402
-import bench  # noqa: E402
-import bench_block  # noqa: E402
-import bench_cpu  # noqa: E402
-import learn_report  # noqa: E402
-import plot_block  # noqa: E402
-import run_report  # noqa: E402
-import seed_table  # noqa: E402
-import solve_report  # noqa: E402
-import stance  # noqa: E402
-import trace_report  # noqa: E402
+from boxjax import runs
+from boxjax.bench import (
+    block,
+    cpu,
+    learn_report,
+    plot_block,
+    run_report,
+    seed_table,
+    solve_report,
+    trace_report,
+)
+from boxjax.bench import rows as bench_rows
+from boxjax.cli import stance
 
 
 @pytest.mark.parametrize("platform", ["cpu", "gpu"])
@@ -59,11 +59,11 @@ def test_stance_defaults_to_its_tuned_window_and_the_command_line_wins():
 
 
 def test_setup_marks_reach_the_summary_in_order(monkeypatch):
-    monkeypatch.setattr(_cli, "SETUP_MARKS_S", {})
-    _cli.mark("first")
-    _cli.mark("second")
+    monkeypatch.setattr(runs, "SETUP_MARKS_S", {})
+    runs.mark("first")
+    runs.mark("second")
     args = argparse.Namespace(ppo=[], env=[])
-    head = _cli.summary_head(args, [{"setup_s": 1.0, "iteration": 1.0, "episode/return": 0.0}])
+    head = runs.summary_head(args, [{"setup_s": 1.0, "iteration": 1.0, "episode/return": 0.0}])
     marks = head["setup_marks_s"]
     assert 0.0 < marks["first"] <= marks["second"]
 
@@ -71,9 +71,9 @@ def test_setup_marks_reach_the_summary_in_order(monkeypatch):
 def test_bench_variants_leave_out_the_part_they_name():
     from boxjax.envs.block import BlockConfig, vision
 
-    for name in (*bench_block.VARIANTS, "no_ik"):
-        env = bench_block.variant_env(name, "simple", 2)
-        assert env.config.ablate == ((bench_block.ABLATED[name],) if name in bench_block.ABLATED else ())
+    for name in (*block.VARIANTS, "no_ik"):
+        env = block.variant_env(name, "simple", 2)
+        assert env.config.ablate == ((block.ABLATED[name],) if name in block.ABLATED else ())
         # the ablated parts return before reading their inputs
         if name == "no_vision":
             np.testing.assert_array_equal(env._see(None), np.zeros(vision.FRAME_SIZE, np.float32))
@@ -91,17 +91,17 @@ def test_bench_variants_leave_out_the_part_they_name():
 
 
 def test_shapes_parse_and_bad_ones_are_named():
-    assert bench_block.parse_shapes("2048x16,4096x8") == [(2048, 16), (4096, 8)]
+    assert block.parse_shapes("2048x16,4096x8") == [(2048, 16), (4096, 8)]
     for bad in ("2048", "2048x", "x16", "2048*16"):
         with pytest.raises(SystemExit, match="WORLDSxSTEPS"):
-            bench_block.parse_shapes(bad)
+            block.parse_shapes(bad)
 
 
 def test_dollar_cells_from_seconds_and_price():
     figures = {"s_per_iteration": 0.36, "steps_per_s": 100_000.0}
     # 1,000 iterations of 0.36 s = 0.1 h; a million steps = 10 s
-    assert bench_block.dollars(figures, ("card", 3.0)) == f"{0.3:.3f} | {10 / 3600 * 3.0:.4f}"
-    assert bench_block.dollars(figures, None) == "n/a | n/a"
+    assert block.dollars(figures, ("card", 3.0)) == f"{0.3:.3f} | {10 / 3600 * 3.0:.4f}"
+    assert block.dollars(figures, None) == "n/a | n/a"
 
 
 def test_iteration_table_shows_parts_and_graph_captures():
@@ -116,7 +116,7 @@ def test_iteration_table_shows_parts_and_graph_captures():
         {"body": "muscular", "opponent": "simulated", "worlds": 2048, "metric": k, "value": v}
         for k, v in figures.items()
     ]
-    lines = bench_block.markdown(rows, ("card", 3.0)).splitlines()
+    lines = block.markdown(rows, ("card", 3.0)).splitlines()
     header, rule, row = lines[lines.index("") + 1 : lines.index("") + 4]
     assert header.split(" | ")[-3] == "graphs/it" and header.count("|") == rule.count("|") == row.count("|")
     cells = row.strip("| ").split(" | ")
@@ -125,11 +125,11 @@ def test_iteration_table_shows_parts_and_graph_captures():
 
 
 def test_cpu_projections_to_96_vcpus():
-    scaled = dict((m, v) for m, v, _ in bench_cpu.scaled_rows(10_000.0, 16))
+    scaled = dict((m, v) for m, v, _ in cpu.scaled_rows(10_000.0, 16))
     assert scaled["scaled_steps_per_s_96vcpu"] == pytest.approx(60_000.0)
     assert scaled["scaled_s_per_iteration_96vcpu"] == pytest.approx(27648 / 60_000.0)
     # 100 us per world-step over 72 collectors at 80 %; 1 ms per sample over 24 learners at 70 % + 16 x 3 ms
-    model = dict((m, v) for m, v, _ in bench_cpu.projection_rows(90.0, 10.0, 1e-3))
+    model = dict((m, v) for m, v, _ in cpu.projection_rows(90.0, 10.0, 1e-3))
     assert model["projected_collect_s_96vcpu"] == pytest.approx(27648 * 100e-6 / 57.6)
     assert model["projected_update_s_96vcpu"] == pytest.approx(27648 * 1e-3 / 16.8 + 0.048)
     assert model["projected_s_per_iteration_96vcpu"] == pytest.approx(model["projected_update_s_96vcpu"])
@@ -140,12 +140,12 @@ def test_cpu_projections_to_96_vcpus():
         (16, "decoupled", "fp32"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 10_000.0},
         (16, "decoupled", "bf16"): {**one, "profile/learner_update_s": 0.05, "steps_per_s": 99_000.0},
     }
-    rows = {m: (v, extra) for m, v, _, extra in bench_cpu.projections(measured)}
+    rows = {m: (v, extra) for m, v, _, extra in cpu.projections(measured)}
     value, extra = rows["scaled_steps_per_s_96vcpu"]
     assert value == pytest.approx(60_000.0) and extra["from_cores"] == 16  # the fp32 run of 16, not bf16
     assert extra["speedup_vs_1_cpu"] == pytest.approx(10.0)
     assert "projected_s_per_iteration_96vcpu" in rows
-    assert len(bench_cpu.projections({k: v for k, v in measured.items() if k[0] == 1})) == 4  # model only
+    assert len(cpu.projections({k: v for k, v in measured.items() if k[0] == 1})) == 4  # model only
 
 
 def test_plot_reads_the_newest_split_run_per_shape_teacher_and_cap(tmp_path):
@@ -260,7 +260,7 @@ def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_p
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     solves = solve_report.read_solves([str(path)])
     assert len(solves) == 5
-    prices = {"H200 (test)": solve_report.bench.Price(3.6, "a test's rate", "2026-12")}
+    prices = {"H200 (test)": bench_rows.Price(3.6, "a test's rate", "2026-12")}
     table = solve_report.cost_table(solves, prices)
     # 1,024 worlds: mean of 60 and 80 s; at $3.60/h, 70 s cost $0.070
     line = "| NVIDIA H200 | simple | 1024 x 16 | seed | warm | $3.60/h | **70.0 s** "
@@ -282,12 +282,12 @@ def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_p
 
 
 def test_every_price_names_its_source_and_date(tmp_path):
-    prices = solve_report.bench.load_prices()  # the shipped prices.json
+    prices = bench_rows.load_prices()  # the shipped prices.json
     assert prices and all(p.usd_per_hour > 0 and p.source and p.date for p in prices.values())
     bad = tmp_path / "prices.json"
     bad.write_text(json.dumps({"Card": {"usd_per_hour": 1.0}}))
     with pytest.raises(ValueError, match="usd_per_hour, source and date"):
-        solve_report.bench.load_prices(str(bad))
+        bench_rows.load_prices(str(bad))
 
 
 def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
@@ -298,22 +298,22 @@ def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
     (plain / "metrics.jsonl").write_text(text)
     with gzip.open(zipped / "metrics.jsonl.gz", "wt") as f:
         f.write(text)
-    assert _cli.read_metrics(str(plain)) == rows == _cli.read_metrics(str(zipped))
+    assert runs.read_metrics(str(plain)) == rows == runs.read_metrics(str(zipped))
     with pytest.raises(FileNotFoundError, match="metrics.jsonl.gz"):
-        _cli.read_metrics(str(tmp_path))
+        runs.read_metrics(str(tmp_path))
 
 
 def test_teacher_time_leaves_out_the_cost_of_the_call(monkeypatch):
-    env = bench_block.variant_env("full", "simple", 2, "untrained")
+    env = block.variant_env("full", "simple", 2, "untrained")
     seconds = iter([0.005, 0.004, 0.003, 0.004])  # targets, then the bare call; twice
 
     def scripted(fn, *args, repeats):
         return 0.0, next(seconds), None
 
-    monkeypatch.setattr(bench_block.bench, "timed", scripted)
-    assert bench_block.time_teacher(env, None, None, 1) == pytest.approx(0.001)
-    assert bench_block.time_teacher(env, None, None, 1) == 0.0  # a call dearer than the work: noise, not < 0
-    assert bench_block.time_teacher(bench_block.variant_env("full", "simple", 2), None, None, 1) == 0.0
+    monkeypatch.setattr(block.bench_rows, "timed", scripted)
+    assert block.time_teacher(env, None, None, 1) == pytest.approx(0.001)
+    assert block.time_teacher(env, None, None, 1) == 0.0  # a call dearer than the work: noise, not < 0
+    assert block.time_teacher(block.variant_env("full", "simple", 2), None, None, 1) == 0.0
 
 
 def _write_trace(path, events) -> str:
@@ -361,19 +361,19 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
         ["--mj-option", "ccd_iterations=12"],
     ):
         with pytest.raises(SystemExit):
-            bench_block.parse(flag)
-        assert bench_block.parse([*flag, "--iteration-only"]).iteration_only
-    assert bench_block.parse([]).substep_calls == "each"
+            block.parse(flag)
+        assert block.parse([*flag, "--iteration-only"]).iteration_only
+    assert block.parse([]).substep_calls == "each"
     physics = {"impl": "warp", "substeps_in_one_call": True, "mj_options": {"ccd_iterations": 12}}
-    env = bench_block.variant_env("full", "simple", 2, physics=physics)
+    env = block.variant_env("full", "simple", 2, physics=physics)
     assert env.backend.substeps_in_one_call
     assert env.default_params().model.opt._impl.ccd_iterations == 12  # MuJoCo Warp's model got it
-    stubbed = bench_block.variant_env("no_vision", "simple", 2, physics=physics)
+    stubbed = block.variant_env("no_vision", "simple", 2, physics=physics)
     assert stubbed.config.ablate == ("vision",) and stubbed.mj_model.opt.ccd_iterations == 12
 
 
 def test_mj_options_are_typed_and_bad_ones_named():
-    assert bench_block.parse_mj_options(["ccd_iterations=12", "ccd_tolerance=1e-4"]) == {
+    assert block.parse_mj_options(["ccd_iterations=12", "ccd_tolerance=1e-4"]) == {
         "ccd_iterations": 12,
         "ccd_tolerance": 1e-4,
     }
@@ -384,17 +384,15 @@ def test_mj_options_are_typed_and_bad_ones_named():
         ("timestep=0.01", "sets the control substeps"),
     ):
         with pytest.raises(ValueError, match=message):
-            bench_block.parse_mj_options([item])
+            block.parse_mj_options([item])
 
 
 def test_rows_name_the_commit_of_this_checkout_or_the_one_stated(monkeypatch):
-    import bench
-
     monkeypatch.delenv("BOXJAX_COMMIT", raising=False)
-    found = bench.commit()
+    found = bench_rows.commit()
     assert found == "unknown" or len(found.removesuffix("+dirty")) == 40
     monkeypatch.setenv("BOXJAX_COMMIT", "0123abc")
-    assert bench.commit() == "0123abc"
+    assert bench_rows.commit() == "0123abc"
 
 
 def test_every_kept_benchmark_row_names_its_device_body_task_worlds_and_commit():
@@ -486,7 +484,7 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
     rows += seed_table.run_rows(metrics, labels)
     figures = {r["metric"]: r["value"] for r in rows if r["bench"] == "block-train"}
     assert figures["s_per_iteration"] == 2.0 and figures["iterations"] == 3 and figures["collect_s"] == 1.5
-    text = seed_table.table(rows, bench.load_prices())
+    text = seed_table.table(rows, bench_rows.load_prices())
     assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 |" in text and "| 0.300 |" in text
     assert (
         "| 0.500 | 65,536 | 0.486 | seed's world (every hinge of the opponent simulated); bench best of the "

@@ -9,7 +9,6 @@ import dataclasses
 import functools
 import json
 import os
-import sys
 from types import SimpleNamespace
 
 import jax
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from boxjax import envs, mjcf
+from boxjax.cli import block as block_cli
 from boxjax.envs.block import env as block
 from boxjax.envs.block import from_stance, ik, punches, scoring, vision
 from boxjax.envs.block import kinds as block_kinds
@@ -32,9 +32,6 @@ from boxjax.rl import ppo, rollout
 from boxjax.rl.losses import distill_loss
 from boxjax.rl.rollout import RolloutState, world_keys
 from boxjax.rl.train_step import init_train_state, make_train_iteration
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-import block as block_cli  # noqa: E402
 
 WORLDS = 2
 OPTIONS = {"episode_s": 1.0, "shove_at_s": (0.1, 0.1), "recover_s": 0.2, "press_interval_s": (0.2, 0.3)}
@@ -999,7 +996,7 @@ def _stance_checkpoint(path) -> str:
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    """experiments/block.py's `main` in tmp_path, training with the file's compiled iteration and reset
+    """`boxjax train --task block`'s `main` in tmp_path, training with the file's compiled iteration and reset
     (JAX already runs in this process, so the platform is not configured again)."""
     from boxjax import platform
 
@@ -1057,7 +1054,7 @@ def test_cli_refuses_other_bodies_and_observation_sizes(cli, tmp_path, capsys):
         (fake("toy", env="reach"), "'reach' checkpoint cannot start the block task"),
     ]  # fmt: skip
     for path, message in cases:
-        with pytest.raises(ValueError, match=message):  # one `error: ...` line through `_cli.run_main`
+        with pytest.raises(ValueError, match=message):  # one `error: ...` line through `common.run_main`
             cli("--iterations", "1", "--name", "refused", "--init", path)
     with pytest.raises(ValueError, match="name the teacher once"):
         cli("--iterations", "1", "--name", "twice", "--env", "teacher=shipped")

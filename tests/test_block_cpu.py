@@ -1,5 +1,5 @@
 """The block task on the CPU path: `boxjax.envs.cpu.CpuEnv` (MuJoCo C physics around the JAX task code)
-against `BlockEnv` on MJX's JAX physics, its restarts, and `experiments/block.py --platform cpu`.
+against `BlockEnv` on MJX's JAX physics, its restarts, and ``boxjax train --task block` --platform cpu`.
 
 Simple body, 4 worlds, 12-step episodes. CPU environments of one config share their compiled functions,
 so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once.
@@ -7,14 +7,13 @@ so the file compiles the CPU step and reset once (the CLI run reuses them) and t
 
 import dataclasses
 import json
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from boxjax.cli import block as block_cli
 from boxjax.envs import cpu as cpu_env
 from boxjax.envs.base import State
 from boxjax.envs.block import env as block
@@ -23,9 +22,6 @@ from boxjax.envs.cpu import CpuEnv
 from boxjax.models import checkpoint
 from boxjax.physics import cpu as mujoco_c
 from boxjax.physics import mjx
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-import block as block_cli  # noqa: E402
 
 WORLDS = 4
 OPTIONS = {"episode_s": 0.3, "shove_at_s": (0.1, 0.1), "recover_s": 0.1, "arrival_lag_s": 0.1}
@@ -208,7 +204,8 @@ def test_cpu_env_describes_itself_and_gives_the_teachers_targets(env):
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    """experiments/block.py's `main` in tmp_path (JAX already runs here: the platform is not set again)."""
+    """`boxjax train --task block`'s `main` in tmp_path (JAX already runs here: the platform is not set
+    again)."""
     from boxjax import platform
 
     monkeypatch.chdir(tmp_path)

@@ -12,16 +12,12 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-import _cli  # noqa: E402
-import block  # noqa: E402
-import stance  # noqa: E402
-
-from boxjax import ranges  # noqa: E402
-from boxjax.envs.block.config import BlockConfig  # noqa: E402
-from boxjax.envs.stance.env import StanceConfig  # noqa: E402
-from boxjax.envs.walk.env import WalkConfig  # noqa: E402
-from boxjax.rl.config import PPOConfig  # noqa: E402
+from boxjax import ranges, runs
+from boxjax.cli import block, common, stance
+from boxjax.envs.block.config import BlockConfig
+from boxjax.envs.stance.env import StanceConfig
+from boxjax.envs.walk.env import WalkConfig
+from boxjax.rl.config import PPOConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +36,7 @@ def cli_env(tmp_path, monkeypatch):
 
 
 def _run(main, argv, capsys) -> tuple[int, str]:
-    code = _cli.run_main(main, argv)
+    code = common.run_main(main, argv)
     err = capsys.readouterr().err
     return code, err
 
@@ -73,7 +69,7 @@ def test_block_cli_reports_a_bad_value_the_same_way(cli_env, capsys):
 
 def test_debug_shows_the_traceback(cli_env):
     with pytest.raises(ValueError, match="wait_episodes"):
-        _cli.run_main(stance.main, ["--env", "wait_episodes=-1", "--debug"])
+        common.run_main(stance.main, ["--env", "wait_episodes=-1", "--debug"])
 
 
 def test_importing_the_networks_starts_no_jax_backend():
@@ -109,7 +105,7 @@ def test_ranges_describe_themselves():
 def test_resume_drops_the_metrics_rows_past_the_checkpoint(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps({"iteration": i}) + "\n" for i in range(1, 8)))
-    _cli.truncate_rows(str(path), 5)
+    runs.truncate_rows(str(path), 5)
     assert [json.loads(line)["iteration"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
 
 
@@ -117,8 +113,8 @@ def test_exit_status_of_a_run_a_signal_stopped():
     class Result:
         stopped_by = "SIGINT"
 
-    assert _cli.exit_status(Result()) == 128 + signal.SIGINT == 130
-    assert _cli.exit_status(object()) == 0
+    assert common.exit_status(Result()) == 128 + signal.SIGINT == 130
+    assert common.exit_status(object()) == 0
 
 
 def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_path):
@@ -127,7 +123,7 @@ def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_p
     from boxjax.models import checkpoint
 
     run = [
-        sys.executable, os.path.join(REPO, "experiments", "stance.py"), "--platform", "cpu",
+        sys.executable, "-m", "boxjax", "train", "--task", "stance", "--platform", "cpu",
         "--mode", "serial", "--envs", "8", "--unroll", "8", "--iterations", "100000", "--name", "t",
         "--checkpoint-every", "1000",
     ]  # fmt: skip
@@ -148,13 +144,14 @@ def test_sigint_on_the_cpu_path_checkpoints_and_a_resume_logs_no_row_twice(tmp_p
     with open(metrics, "a") as f:  # a row logged after the checkpoint, as by a run killed outright
         f.write(json.dumps({"iteration": stopped + 1}) + "\n")
     args = argparse.Namespace(resume=directory, iterations=stopped + 5)
-    _cli.open_progress(args, str(tmp_path / "runs" / "t")).close()
+    runs.open_progress(args, str(tmp_path / "runs" / "t")).close()
     rows = [json.loads(line)["iteration"] for line in metrics.read_text().splitlines()]
     assert rows == list(range(1, stopped + 1))
 
 
 def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
-    import plot_runs
+    from boxjax.bench import plot_runs
+    from boxjax.viz import curves
 
     for name, slope in (("a", 1.0), ("b", 2.0)):
         run = tmp_path / name
@@ -165,9 +162,9 @@ def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
             for i in range(1, 11)
         ]  # fmt: skip
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = plot_runs.write_curves(str(tmp_path / "a"))
+    path = curves.write_curves(str(tmp_path / "a"))
     assert path.endswith("curves.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    titles = [title for title, _ in plot_runs.panels_with_data({"a": rows})]
+    titles = [title for title, _ in curves.panels_with_data({"a": rows})]
     assert titles == ["episode return", "fall rate", "curriculum level", "s / iteration", "problem worlds"]
     out = str(tmp_path / "both.png")
     assert plot_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
@@ -175,13 +172,41 @@ def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
 
 
 def test_iterations_without_an_ended_episode_are_gaps_in_the_curves_not_zeros():
-    import plot_runs
+    from boxjax.viz import curves
 
     rows = [
         {"episode/count": n, "episode/return": r, "s_per_iteration": 0.5}
         for n, r in ((2.0, 5.0), (0.0, 0.0), (1.0, 7.0))
     ]
-    returns = plot_runs.figure_values(rows, "episode/return")
+    returns = curves.figure_values(rows, "episode/return")
     assert returns[::2] == [5.0, 7.0] and math.isnan(returns[1])
-    assert plot_runs.figure_values(rows, "s_per_iteration") == [0.5, 0.5, 0.5]
-    assert math.isnan(plot_runs.figure_values(rows, "curriculum/level")[0])
+    assert curves.figure_values(rows, "s_per_iteration") == [0.5, 0.5, 0.5]
+    assert math.isnan(curves.figure_values(rows, "curriculum/level")[0])
+
+
+def test_the_boxjax_command_dispatches_to_each_task_and_names_bad_input(cli_env, capsys, monkeypatch):
+    from boxjax.cli import bench, main
+
+    assert main.task_of(["--task", "block", "--body", "simple"]) == ("block", ["--body", "simple"])
+    assert main.task_of(["--platform", "cpu", "--task=walk"]) == ("walk", ["--platform", "cpu"])
+    seen = []
+    monkeypatch.setattr(stance, "main", lambda argv: seen.append(argv) or 0)
+    assert main.main(["train", "--task", "stance", "--iterations", "1"]) == 0
+    assert seen == [["--iterations", "1"]]
+    for argv, message in (
+        (["train", "--body", "simple"], "error: boxjax train needs --task, one of stance, block, walk"),
+        (["train", "--task", "box"], "error: unknown task 'box'; valid: stance, block, walk"),
+        (["fight"], "error: unknown command 'fight'; valid: train, watch, export, bench, demo"),
+        (["bench", "speed"], "error: unknown bench tool 'speed'; valid: stance, block, cpu"),
+    ):
+        assert main.main(argv) == 2
+        assert capsys.readouterr().err.startswith(message)
+    assert bench.default_tools(gpu=True) == ("stance", "factor", "block", "seed_table")
+    assert bench.default_tools(gpu=False) == ("stance", "cpu", "seed_table")
+
+
+def test_the_boxjax_command_runs_as_a_module():
+    done = subprocess.run(
+        [sys.executable, "-m", "boxjax", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "boxjax train --task stance|block|walk" in done.stdout

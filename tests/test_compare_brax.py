@@ -1,6 +1,6 @@
-"""The Brax comparison's own parts (experiments/compare_brax.py): the matched config, overrides, the
-evaluation spacing, steady throughput, rows and the plot; Brax itself only where the `compare` extra is
-installed (the whole comparison is a GPU benchmark, not a test)."""
+"""The Brax comparison's own parts (`boxjax.bench.brax`): the matched config, overrides, the evaluation
+spacing, steady throughput, rows and the plot; Brax itself only where the `compare` extra is installed (the
+whole comparison is a GPU benchmark, not a test)."""
 
 import inspect
 import json
@@ -10,10 +10,8 @@ import sys
 
 import pytest
 
+from boxjax.bench import brax as compare_brax
 from boxjax.rl import presets
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "experiments"))
-import compare_brax  # noqa: E402
 
 DM_CONTROL = {
     "num_timesteps": 60_000_000, "num_evals": 10, "reward_scaling": 10.0, "episode_length": 1000,
@@ -160,7 +158,8 @@ def test_with_brax_installed_its_network_defaults_and_the_jax_shims_hold():
 
 
 SHARDED_CHECK = """
-import jax, numpy as np, compare_brax
+import jax, numpy as np
+from boxjax.bench import brax as compare_brax
 compare_brax.brax_compat()
 devices = jax.devices()
 assert len(devices) == 2
@@ -176,20 +175,18 @@ print("ok")
 def test_the_jax_shims_place_one_slice_per_device_on_two_devices():
     import subprocess
 
-    here = os.path.join(os.path.dirname(__file__), "..", "experiments")
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", SHARDED_CHECK], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
 def test_with_brax_installed_the_profile_times_every_part_on_a_toy_size(tmp_path):
-    """experiments/profile_ppo.py end to end on the CPU at toy sizes (3 min here, mostly compiling; skipped
+    """`boxjax.bench.profile_ppo` end to end on the CPU at toy sizes (3 min here, mostly compiling; skipped
     without the `compare` extra, as in CI): one row per part, each a positive figure, the rows naming the
     reset pool's cycle the iteration was timed over (Brax resets all worlds after each training step, of
     16 x 4 / 32 = 2 unrolls of 5 steps: every boxjax iteration of 32 worlds x 10 steps)."""
     pytest.importorskip("mujoco_playground", reason="needs the compare extra (brax, playground)")
-    import profile_ppo
+    from boxjax.bench import profile_ppo
 
     sizes = [
         "num_envs=32",

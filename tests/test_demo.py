@@ -6,35 +6,31 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"))
-import _cli  # noqa: E402
-import demo  # noqa: E402
-import watch  # noqa: E402
-
-from boxjax.envs.block.config import BlockConfig  # noqa: E402
-from boxjax.rl.config import PPOConfig  # noqa: E402
+from boxjax.cli import common, demo, watch
+from boxjax.envs.block.config import BlockConfig
+from boxjax.rl.config import PPOConfig
 
 
 def test_the_training_command_is_a_valid_block_run():
     command = demo.train_command("demo-x", 6.5)
-    assert command[0] == sys.executable and command[1].endswith("block.py")
-    args = _cli.base_parser("block").parse_args(command[2:])
+    assert command[:6] == [sys.executable, "-m", "boxjax", "train", "--task", "block"]
+    args = common.base_parser("block", "boxjax train --task block").parse_args(command[6:])
     assert (args.platform, args.name, args.minutes, args.iterations) == (
         "cpu",
         "demo-x",
         6.5,
         demo.ITERATIONS,
     )
-    task = BlockConfig(body=args.body, **_cli.field_values(args.env, BlockConfig()))
+    task = BlockConfig(body=args.body, **common.field_values(args.env, BlockConfig()))
     assert task.kind_weights == (1.0, 0.0, 0.0, 0.0, 0.0)
-    config = PPOConfig(**_cli.ppo_overrides(args))  # sizes and fields that fit together
+    config = PPOConfig(**common.ppo_overrides(args))  # sizes and fields that fit together
     assert (config.batch_size, config.num_minibatches, config.distill_coef) == (1024, 2, 10.0)
 
 
 def test_the_video_command_is_a_valid_watch_call():
     command = demo.video_command("runs/demo-x", "runs/demo-x/fighter.mp4")
-    assert command[1].endswith("watch.py")
-    args = watch.parser().parse_args(command[2:])
+    assert command[:4] == [sys.executable, "-m", "boxjax", "watch"]
+    args = watch.parser().parse_args(command[4:])
     assert (args.source, args.out, watch.image_size(args.size)) == (
         "runs/demo-x", "runs/demo-x/fighter.mp4", (320, 240)
     )  # fmt: skip
@@ -68,7 +64,7 @@ def _fake_children(monkeypatch, backend: str | None) -> list[tuple[list[str], di
 
     def run_child(command, env=None):
         calls.append((command, env))
-        if command[1].endswith("block.py"):
+        if command[3] == "train":
             os.makedirs("runs/demo-x", exist_ok=True)
             with open("runs/demo-x/metrics.jsonl", "w") as f:
                 f.writelines(json.dumps(row) + "\n" for row in _rows([1.0, 2.0, 3.0]))
@@ -98,6 +94,6 @@ def test_with_opengl_the_demo_ends_with_the_video_path(tmp_path, monkeypatch, ca
     calls = _fake_children(monkeypatch, "egl")
     assert demo.main(["--name", "demo-x"]) == 0
     (video, env) = calls[1]
-    assert video[1].endswith("watch.py") and env["MUJOCO_GL"] == "egl"
+    assert video[3] == "watch" and env["MUJOCO_GL"] == "egl"
     out = capsys.readouterr().out
     assert "return 1 -> 3" in out and out.rstrip().endswith("demo: video: runs/demo-x/fighter.mp4")

@@ -1,5 +1,5 @@
-"""The package's layers: imports point one way, mjcf -> physics -> envs -> rl -> viz (models below envs and
-rl), and every registered task builds from its package's `TASK`."""
+"""The package's layers: imports point one way, mjcf -> physics -> envs -> rl -> viz and runs -> cli and bench
+(models below envs and rl), and every registered task builds from its package's `TASK`."""
 
 import ast
 import pathlib
@@ -19,6 +19,10 @@ LAYERS = {
     "boxjax.envs": 3,
     "boxjax.rl": 4,
     "boxjax.viz": 5,
+    "boxjax.runs": 5,
+    "boxjax.cli": 6,
+    "boxjax.bench": 6,
+    "boxjax.__main__": 6,
 }
 """A module may import modules of its own layer or a lower one."""
 
@@ -131,3 +135,34 @@ def test_one_place_lists_what_each_body_needs_and_names_what_is_missing(monkeypa
     with pytest.raises(ValueError, match="unknown body 'giant'"):
         bodies.needs("giant")
     assert "| muscular |" in bodies.table()
+
+
+def _experiments_references(source: str, name: str) -> list[str]:
+    """String literals in a file's code (not its docstrings) that name the experiments/ folder."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        f"{name}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and (node.value == "experiments" or node.value.startswith("experiments/"))
+    ]
+
+
+def test_tests_and_the_package_use_the_package_not_the_experiments_scripts():
+    """The commands live in `boxjax.cli` and `boxjax.bench`; `experiments/` holds thin wrappers of them that
+    nothing here imports or runs."""
+    files = sorted(ROOT.rglob("*.py")) + sorted((ROOT.parent / "tests").glob("*.py"))
+    files = [f for f in files if f.resolve() != pathlib.Path(__file__).resolve()]
+    wrong = [ref for path in files for ref in _experiments_references(path.read_text(), path.name)]
+    assert not wrong, "\n".join(wrong)
+    planted = '"""Runs experiments/block.py."""\nimport os\nos.path.join("x", "experiments")\n'
+    assert _experiments_references(planted, "planted.py") == ["planted.py:3 'experiments'"]

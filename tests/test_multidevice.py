@@ -261,15 +261,12 @@ def test_config_and_resume_rules():
 
 
 def test_cli_devices_flag():
-    sys.path.insert(
-        0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments")
-    )
-    import _cli
+    from boxjax.cli import common
 
-    parser = _cli.base_parser("test")
-    assert _cli.ppo_overrides(parser.parse_args(["--devices", "all"]))["num_devices"] == 0
-    assert _cli.ppo_overrides(parser.parse_args(["--devices", "2"]))["num_devices"] == 2
-    assert "num_devices" not in _cli.ppo_overrides(parser.parse_args([]))
+    parser = common.base_parser("test", "boxjax train")
+    assert common.ppo_overrides(parser.parse_args(["--devices", "all"]))["num_devices"] == 0
+    assert common.ppo_overrides(parser.parse_args(["--devices", "2"]))["num_devices"] == 2
+    assert "num_devices" not in common.ppo_overrides(parser.parse_args([]))
     with pytest.raises(SystemExit):
         parser.parse_args(["--devices", "0"])
 

@@ -1,4 +1,4 @@
-"""Watching a policy and logging for TensorBoard: `experiments/watch.py` renders a tiny block checkpoint's
+"""Watching a policy and logging for TensorBoard: `boxjax watch` renders a tiny block checkpoint's
 episodes to a GIF with MuJoCo's renderer (in a child process: MuJoCo binds its OpenGL backend on import, and
 this process imported it without one), the rollout trace keeps every step, the camera, labels and GL
 choice behave, and `--tensorboard`'s event file reads back in TensorBoard's own reader."""
@@ -15,12 +15,8 @@ import numpy as np
 import pytest
 from flax import struct
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "experiments"))
-import _cli  # noqa: E402
-import watch  # noqa: E402
-
-from boxjax import platform  # noqa: E402
+from boxjax import platform, runs
+from boxjax.cli import common, watch
 
 STEPS = 3
 EPISODES = 2
@@ -64,7 +60,7 @@ def video(gl_backend, block_checkpoint, tmp_path_factory) -> tuple[str, str]:
     pytest.importorskip("imageio", reason="the watch extra (imageio) is not installed")
     out = str(tmp_path_factory.mktemp("video") / "fighter.gif")
     command = [
-        sys.executable, os.path.join(REPO, "experiments", "watch.py"), block_checkpoint, "--kind", "face",
+        sys.executable, "-m", "boxjax", "watch", block_checkpoint, "--kind", "face",
         "--episodes", str(EPISODES), "--steps", str(STEPS), "--size", f"{WIDTH}x{HEIGHT}", "--rays",
         "--labels", "--out", out, "--cache", os.environ["BOXJAX_TEST_CACHE_DIR"],
     ]  # fmt: skip
@@ -112,12 +108,11 @@ def test_block_options_are_refused_for_other_tasks_and_kinds_are_named():
 
 
 def test_a_policy_file_acts_like_its_checkpoint_and_a_bad_one_is_named(block_checkpoint, tmp_path, capsys):
-    import export_policy
-
+    from boxjax.cli import export
     from boxjax.models import checkpoint
 
     path = str(tmp_path / "policy.msgpack")
-    assert export_policy.main([block_checkpoint, path]) == 0
+    assert export.main([block_checkpoint, path]) == 0
     assert "export: block body=simple step 0" in capsys.readouterr().out
     meta = checkpoint.read_meta(block_checkpoint)
     _, _, want = watch.load(block_checkpoint, meta, 1)
@@ -268,14 +263,16 @@ def test_tensorboard_scalars_read_back_and_a_resume_replaces_the_rerun_iteration
     )
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = _cli.base_parser("a training CLI").parse_args(["--tensorboard", "--iterations", "3"])
-    first = _cli.open_progress(args, str(tmp_path))
+    args = common.base_parser("a training CLI", "boxjax train").parse_args(
+        ["--tensorboard", "--iterations", "3"]
+    )
+    first = runs.open_progress(args, str(tmp_path))
     board = str(tmp_path / "tensorboard")
     for it in (1, 2, 3):
         first(_figures(it, 10.0 * it))
     first.close()
     time.sleep(1.1)  # tensorboardX names its event file by the second
-    resumed = _cli.Progress(4, str(tmp_path / "metrics.jsonl"), keep_through=2, tensorboard=board)
+    resumed = runs.Progress(4, str(tmp_path / "metrics.jsonl"), keep_through=2, tensorboard=board)
     for it in (3, 4):
         resumed(_figures(it, -1.0 * it))
     resumed.close()

@@ -4,7 +4,7 @@ walking teacher and its punch-library entries.
 `needs(body)` gathers them from where each lives (`boxjax.mjcf` builds and budgets, the walk package ships
 the teachers, the block package the punch library) and names what is missing, so adding a body is: a
 `boxjax.mjcf.boxer` variant, its measured budgets (`boxjax.mjcf.budget`), a trained teacher
-(`experiments/walk.py`, exported with `walk.teacher.export_teacher`) and the library remade for it
+(`boxjax train --task walk`, exported with `walk.teacher.export_teacher`) and the library remade for it
 (`experiments/make_punches.py`). ``python -m boxjax.envs.bodies`` prints the table.
 """
 

@@ -158,7 +158,7 @@ def load_teacher(source: str, body: str, step: int | None = None) -> Teacher:
     """Load a walking teacher for fighters of `body`.
 
     Args:
-      source: a checkpoint directory written by `experiments/walk.py` (or `ppo.train` on `walk`), or a
+      source: a checkpoint directory written by `boxjax train --task walk` (or `ppo.train` on `walk`), or a
         teacher file written by `export_teacher`.
       body: the body of the fighters it will teach (must be the one it was trained on).
       step: checkpoint step (default: the newest; ignored for a teacher file).
@@ -239,6 +239,6 @@ def shipped_teacher(body: str) -> str:
         have = sorted(f[5:-8] for f in files if f.startswith("walk-") and f.endswith(".msgpack"))
         raise FileNotFoundError(
             f"no walking teacher shipped for body {body!r} (shipped: {', '.join(have) or 'none'}); "
-            "train one with experiments/walk.py and pass its checkpoint directory"
+            "train one with `boxjax train --task walk` and pass its checkpoint directory"
         )
     return path

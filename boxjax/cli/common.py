@@ -1,20 +1,16 @@
-"""Shared command-line plumbing for the experiment scripts: arguments, progress line, JSONL log."""
+"""Command-line plumbing shared by every `boxjax` command: the argument parser and its common flags,
+`FIELD=VALUE` overrides, the CPU path's flags, and `run_main` (one error line, an exit status)."""
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-PROCESS_START_S = time.perf_counter()
-SETUP_MARKS_S: dict[str, float] = {}
-"""Seconds from `PROCESS_START_S` to named points of a CLI's set-up before training (`mark`)."""
+from boxjax import runs
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,9 +31,9 @@ def body_arg(text: str) -> str:
     return text
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """Arguments every training script takes."""
-    p = Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
+    """Arguments every training command takes; `prog` is the command's name in its usage line."""
+    p = Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu", help="where JAX and the physics run")
     p.add_argument("--body", type=body_arg, default="simple", help="muscular | muscular-fast | simple")
     p.add_argument("--envs", type=int, default=None, help="worlds stepped in parallel")
@@ -84,14 +80,24 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-CPU_PROFILE = (
-    ("profile/collector_step_s", "step {:.2f}s", "collector step"),
-    ("profile/collector_wait_s", "cwait {:.2f}s", "collector wait"),
-    ("profile/learner_update_s", "learn {:.2f}s", "learner update"),
-    ("profile/allreduce_s", "ar {:.3f}s", "all-reduce"),
-    ("profile/cpu_util", "cpu {:.0%}", "CPU utilisation"),
-)
-"""Per-iteration profile of the CPU path shown in the progress line (all of it is in the JSONL)."""
+FACTORS = {"auto": None, "fused": True, "stock": False}
+"""`--factor` values: MuJoCo Warp's mass-matrix factorisation, ours fused in one launch or its own (auto:
+fused for the 89-DoF bodies), as `boxjax.envs.make`'s `fused_factor`."""
+
+
+def add_factor_argument(parser: argparse.ArgumentParser) -> None:
+    """The `--factor` flag of the GPU path (`FACTORS`)."""
+    parser.add_argument(
+        "--factor",
+        choices=tuple(FACTORS),
+        default="auto",
+        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
+    )
+
+
+def fused_factor(args: argparse.Namespace) -> bool | None:
+    """`boxjax.envs.make`'s `fused_factor` for `--factor`."""
+    return FACTORS[args.factor]
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:
@@ -202,15 +208,6 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {**short, **field_values(args.ppo, PPOConfig())}
 
 
-def read_metrics(run: str) -> list[dict[str, Any]]:
-    """The per-iteration rows of a run folder: metrics.jsonl, or metrics.jsonl.gz (as kept in results/)."""
-    path = os.path.join(run, "metrics.jsonl")
-    if not os.path.exists(path) and not os.path.exists(path + ".gz"):
-        raise FileNotFoundError(f"no {path} or {path}.gz")
-    with open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 INPUT_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError)
 """Errors that mean the command line asked for something invalid (status 2)."""
 
@@ -244,13 +241,6 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
         return 1
 
 
-def run_dir(name: str) -> str:
-    """runs/<name>/, created."""
-    path = os.path.join("runs", name)
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
 def run_options(args: argparse.Namespace, out: str, **fields: Any) -> Any:
     """The `boxjax.rl.loop.RunOptions` of every training CLI's common flags, with checkpoints under `out`
     and `fields` (the progress callback, init, the task's stop rule) on top."""
@@ -266,20 +256,9 @@ def run_options(args: argparse.Namespace, out: str, **fields: Any) -> Any:
         resume=args.resume,
         stop_on_nan=args.stop_on_nan,
         stop_on_overflow=args.stop_on_overflow,
-        start_time_s=PROCESS_START_S,
+        start_time_s=runs.PROCESS_START_S,
         **fields,
     )
-
-
-def write_curves(out: str) -> None:
-    """Draw the run's learning curves to out/curves.png (`plot_runs`) and print where; a failure to draw
-    is printed in one line and does not fail the finished run."""
-    import plot_runs
-
-    try:
-        print(f"curves: {plot_runs.write_curves(out)}", flush=True)
-    except (OSError, ValueError, ImportError) as err:
-        print(f"curves not drawn: {err}", flush=True)
 
 
 def exit_status(result: Any) -> int:
@@ -287,144 +266,3 @@ def exit_status(result: Any) -> int:
     its last iteration (130 for Ctrl-C), as a shell reports a program the signal ended."""
     name = getattr(result, "stopped_by", None)
     return 0 if name is None else 128 + int(signal.Signals[name])
-
-
-def open_progress(
-    args: argparse.Namespace, out: str, extra: tuple[tuple[str, str, str], ...] = ()
-) -> Progress:
-    """The run's `Progress` on out/metrics.jsonl (and out/tensorboard with `--tensorboard`); resuming, the
-    rows past the checkpoint resumed from are dropped first (they will be run again), so no iteration is
-    logged twice."""
-    keep = None
-    if args.resume:
-        from boxjax.models import checkpoint
-
-        keep = checkpoint.latest_step(args.resume)
-    # a hand-made Namespace (tests) may lack the flag
-    board = os.path.join(out, "tensorboard") if getattr(args, "tensorboard", False) else None
-    return Progress(
-        args.iterations, os.path.join(out, "metrics.jsonl"), extra=extra, keep_through=keep, tensorboard=board
-    )
-
-
-def mark(name: str) -> None:
-    """Record how long after `PROCESS_START_S` the set-up reached `name` (summary.json's `setup_marks_s`)."""
-    SETUP_MARKS_S[name] = time.perf_counter() - PROCESS_START_S
-
-
-def summary_head(args: argparse.Namespace, history: list[dict[str, Any]]) -> dict[str, Any]:
-    """What every training CLI's summary.json starts with: set-up time, iterations, overrides, returns."""
-    return {
-        "setup_s": history[0].get("setup_s"),
-        "setup_phases_s": {k: v for k, v in history[0].items() if k.startswith("setup/")},
-        "setup_marks_s": dict(SETUP_MARKS_S),
-        "iterations": int(history[-1]["iteration"]),
-        "overrides": {"ppo": args.ppo, "env": args.env},
-        "first_return": history[0]["episode/return"],
-        "last_return": history[-1]["episode/return"],
-    }
-
-
-def truncate_rows(jsonl_path: str, last_iteration: int) -> None:
-    """Drop the rows of a metrics file past `last_iteration` (rewritten whole, then renamed into place)."""
-    if not os.path.exists(jsonl_path):
-        return
-    with open(jsonl_path) as f:
-        rows = [line for line in f if line.strip()]
-    kept = [line for line in rows if json.loads(line).get("iteration", 0) <= last_iteration]
-    if len(kept) == len(rows):
-        return
-    with open(jsonl_path + ".tmp", "w") as f:
-        f.writelines(kept)
-    os.replace(jsonl_path + ".tmp", jsonl_path)
-
-
-TENSORBOARD_EXTRA = "pip install -e '.[tensorboard]' (make installs it)"
-"""How to get the package `--tensorboard` writes with."""
-TENSORBOARD_FLUSH_S = 10
-"""Seconds between the TensorBoard writer's flushes to disk (a live board lags by at most this)."""
-
-
-class TensorBoardLog:
-    """Every iteration's figures as TensorBoard scalars, at the iteration as step, through tensorboardX's
-    `SummaryWriter` (the `tensorboard` extra; a clear `ImportError` naming it when missing)."""
-
-    def __init__(self, logdir: str, purge_step: int | None = None):
-        """Write to `logdir`; with `purge_step` (a resume), the events from that step on are dropped."""
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError as err:
-            raise ImportError(
-                f"--tensorboard needs tensorboardX, the tensorboard extra: {TENSORBOARD_EXTRA}"
-            ) from err
-        self.writer = SummaryWriter(logdir, purge_step=purge_step, flush_secs=TENSORBOARD_FLUSH_S)
-
-    def __call__(self, figures: dict[str, Any]) -> None:
-        """Log one iteration's numeric figures under their own names."""
-        step = int(figures["iteration"])
-        for name, value in figures.items():
-            if name != "iteration" and isinstance(value, int | float):
-                self.writer.add_scalar(name, value, step)
-
-    def close(self) -> None:
-        """Flush and close the event file."""
-        self.writer.close()
-
-
-class Progress:
-    """Prints one progress line per iteration and appends every iteration's figures to a JSONL file (and
-    to TensorBoard's event file with `tensorboard`, a folder)."""
-
-    def __init__(
-        self,
-        total: int,
-        jsonl_path: str,
-        extra: tuple[tuple[str, str, str], ...] = (),
-        keep_through: int | None = None,
-        tensorboard: str | None = None,
-    ):
-        self.total = total
-        if keep_through is not None:
-            truncate_rows(jsonl_path, keep_through)
-        purge = None if keep_through is None else keep_through + 1
-        self.board = TensorBoardLog(tensorboard, purge) if tensorboard else None
-        self.jsonl = open(jsonl_path, "a")  # noqa: SIM115 - closed in close()
-        self.extra = extra
-        self.tty = sys.stdout.isatty()
-
-    def __call__(self, figures: dict[str, Any]) -> None:
-        """Show and log one iteration."""
-        self.jsonl.write(json.dumps(figures) + "\n")
-        self.jsonl.flush()
-        if self.board:
-            self.board(figures)
-        it = int(figures["iteration"])
-        done = min(1.0, it / max(self.total, 1))
-        bar = "#" * int(20 * done) + "." * (20 - int(20 * done))
-        eta = (self.total - it) * figures["s_per_iteration"]
-        parts = [
-            f"[{it:5d}/{self.total}] {bar}",
-            f"{figures['s_per_iteration']:.3f} s/it",
-            f"{figures['steps_per_s']:,.0f} steps/s",
-            f"ret {figures['episode/return']:.1f}",
-            f"fall {100 * figures['episode/fall_rate']:.1f}%",
-            f"ep {figures['episode/length']:.0f}",
-        ]
-        nonfinite = figures.get("env/nonfinite_worlds", 0.0)
-        if nonfinite or figures.get("guard/skipped_steps", 0.0):
-            parts.append(f"nan {nonfinite:.0f} skip {figures.get('guard/skipped_steps', 0.0):.0f}")
-        caps = [v for k, v in figures.items() if k.startswith("env/caps/")]
-        if any(caps):
-            parts.append(f"caps {max(caps):.0f}")
-        parts += [fmt.format(figures[key]) if key in figures else "" for key, fmt, _ in self.extra]
-        parts.append(f"ETA {eta:.0f}s")
-        line = "  ".join(p for p in parts if p)
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
-
-    def close(self) -> None:
-        """Finish the line and close the log."""
-        if self.tty:
-            print()
-        self.jsonl.close()
-        if self.board:
-            self.board.close()

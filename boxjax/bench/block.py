@@ -1,0 +1,577 @@
+"""Block task speed: the whole PPO iteration, and where its time goes (physics, vision, scoring, IK, update).
+
+For each body and world count it first times `--unroll` control steps of all worlds (one jitted `lax.scan`,
+zero actions, auto-reset on), after a warm-up and blocking on the result, in four variants:
+
+* ``full``: the block env step as trained;
+* ``physics``: only the physics substeps of every world (`boxjax.physics.mjx.step`);
+* ``no_vision``: the env step with the vision frame replaced by zeros (XLA drops the ray work);
+* ``no_scoring``: the env step with the punch score replaced by zero.
+
+vision = full - no_vision, scoring = full - no_scoring, rest = full - physics - vision - scoring
+(observations, rewards, the punch clock, opponent drive, resets).
+
+Then the whole fused PPO iteration (`make_train_iteration`: collect `--unroll` steps of every world, GAE,
+`--epochs` passes of minibatch `--minibatch`; the seed's shape by default), with its parts:
+
+* ``it_collect_s``: the rollout alone (policy, env steps, the once-per-iteration reset of every world);
+* ``it_update_s`` = iteration - collect (GAE, normaliser, the PPO update);
+* ``it_physics_s``, ``it_vision_s``, ``it_scoring_s``: the per-step parts above times the unroll;
+* ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard);
+* ``it_teacher_s``: with `--teacher`, the walking teacher beside the policy (its observation and network
+  on every world-step: `distill_targets` timed alone less the cost of the call, times the unroll; before
+  the eighth session the call's cost was counted too); the iteration then trains with
+  the distillation loss (`distill_coef` 0.1). `--teacher untrained` is a walk policy of the trained
+  one's shape with fresh weights (its cost does not depend on the weights), for bodies without a
+  shipped teacher.
+
+On a GPU the defaults are MuJoCo Warp, the muscular body and the seed's shapes, 2,048 worlds x 16 steps
+and 4,096 x 8; on a CPU-only machine a tiny version (MJX-JAX, simple body, 4 x 4 and 8 x 4). Rows go to
+results/bench/block-<device>-<date>.jsonl; `experiments/plot_block.py` draws the iteration breakdown.
+
+    python experiments/bench_block.py                          # this machine's defaults
+    python experiments/bench_block.py --bodies simple,muscular --shapes 1024x16,2048x16,4096x8
+    python experiments/bench_block.py --teacher untrained      # with the teacher's cost
+    python experiments/bench_block.py --no-iteration           # env step table only
+    python experiments/bench_block.py --iteration-only         # iteration (and teacher) only, no breakdown
+    python -m boxjax.bench.block ...                           # the same, from the package
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+
+from boxjax.bench import rows as bench_rows
+from boxjax.bench import trace_report
+from boxjax.cli.common import field_values, run_main
+
+VARIANTS = ("full", "physics", "no_vision", "no_scoring")
+ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
+"""Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK - teacher."""
+DISTILL_COEF = 0.1
+_START_S = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    """One line of progress with the seconds since the bench started (a run cut short still shows where)."""
+    print(f"[bench_block +{time.perf_counter() - _START_S:.0f} s] {message}", flush=True)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--platform", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--bodies", default=None, help="comma list (default: muscular on GPU, simple on CPU)")
+    p.add_argument(
+        "--shapes",
+        default=None,
+        help="comma list of WORLDSxSTEPS (default: 2048x16,4096x8 on GPU, 4x4,8x4 on CPU)",
+    )
+    p.add_argument(
+        "--opponents",
+        default=None,
+        help="comma list of simulated, puppet (default: both on GPU, simulated on CPU)",
+    )
+    p.add_argument("--teacher", default="", help="'' none, shipped, untrained, or a teacher file / walk dir")
+    p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
+    p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
+    p.add_argument("--no-iteration", action="store_true", help="time the env step only")
+    p.add_argument(
+        "--iteration-only",
+        action="store_true",
+        help="time the whole iteration (and the teacher) without the env-step variants, the breakdown and "
+        "the rollout timed alone: a quarter of the compiles",
+    )
+    p.add_argument("--out", default=os.path.join("results", "bench"))
+    p.add_argument("--price", default=None, help="price key of this device in prices.json")
+    p.add_argument("--cache", default=None)
+    p.add_argument(
+        "--graph-mode",
+        default=None,
+        help="MuJoCo Warp's CUDA graph mode, one of boxjax.physics.mjx.GRAPH_MODES (default: MJX's); "
+        "with --iteration-only",
+    )
+    p.add_argument(
+        "--substep-calls",
+        choices=("each", "one"),
+        default="each",
+        help="MuJoCo Warp calls per control step: one per physics substep (MJX's own, default) or one for "
+        "all of them; 'one' with --iteration-only",
+    )
+    p.add_argument(
+        "--mj-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a field of the model's MuJoCo options (e.g. ccd_iterations=12); this changes the "
+        "physics, to size a lever before a learning check; repeatable; with --iteration-only",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a block task config field for every variant (e.g. opponent_freeze_idle=true); repeatable",
+    )
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
+        "summary; with --iteration-only",
+    )
+    args = p.parse_args(argv)
+    iteration_only_flags = {
+        "--graph-mode": args.graph_mode,
+        "--trace": args.trace,
+        "--substep-calls one": args.substep_calls != "each",
+        "--mj-option": args.mj_option,
+    }
+    for flag, given in iteration_only_flags.items():
+        if given and not args.iteration_only:
+            p.error(f"{flag} needs --iteration-only")
+    try:
+        args.mj_option = parse_mj_options(args.mj_option)
+        args.env = task_options(args.env)
+    except ValueError as error:
+        p.error(str(error))
+    return args
+
+
+def task_options(pairs: list[str]) -> dict:
+    """["opponent_freeze_idle=true"] -> {"opponent_freeze_idle": True}: block config fields, each parsed
+    to its default's type (a ValueError naming an unknown field or a bad value)."""
+    from boxjax.envs.block.config import BlockConfig
+
+    return field_values(pairs, BlockConfig())
+
+
+def parse_mj_options(items: list[str]) -> dict:
+    """["ccd_iterations=12"] -> {"ccd_iterations": 12}, typed like the field of `mujoco.MjOption`; an unknown
+    field, a bad value or the timestep (it sets the control substeps) is a ValueError naming it."""
+    import mujoco
+
+    defaults, options = mujoco.MjOption(), {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not hasattr(defaults, name) or name.startswith("_"):
+            raise ValueError(
+                f"--mj-option {item!r}: expected NAME=VALUE with NAME a field of mujoco.MjOption"
+            )
+        if name == "timestep":
+            raise ValueError(
+                "--mj-option timestep: the timestep sets the control substeps; not a bench lever"
+            )
+        kind = type(getattr(defaults, name))
+        if kind not in (int, float):
+            raise ValueError(f"--mj-option {name}: only numeric fields, not {kind.__name__}")
+        try:
+            options[name] = kind(text)
+        except ValueError:
+            raise ValueError(f"--mj-option {item!r}: {text!r} is not a {kind.__name__}") from None
+    return options
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    """ "2048x16,4096x8" -> [(2048, 16), (4096, 8)]."""
+    shapes = []
+    for item in text.split(","):
+        worlds, sep, steps = item.partition("x")
+        if not sep or not worlds.isdigit() or not steps.isdigit():
+            raise SystemExit(f"bad --shapes entry {item!r}: expected WORLDSxSTEPS, e.g. 2048x16")
+        shapes.append((int(worlds), int(steps)))
+    return shapes
+
+
+ABLATED = {"no_vision": "vision", "no_scoring": "scoring", "no_ik": "ik"}
+"""The variants that leave one part of the step out, and the part (`BlockConfig.ablate`)."""
+
+
+def variant_env(name: str, body: str, worlds: int, teacher: str = "", physics: dict | None = None):
+    """The block env for one variant ("full" and "physics" are the full env, the others leave the part
+    `ABLATED` names out), with the walking teacher `teacher` beside it (`BlockConfig.teacher`: '' none,
+    'untrained' fresh weights), the physics options `physics` of `envs.make` (e.g. `graph_mode`; None: the
+    defaults) and, under its key "mj_options", fields of the model's MuJoCo options set before the model
+    goes to the device."""
+    from boxjax import envs
+
+    options = dict(physics or {})
+    mj_options = options.pop("mj_options", {})
+    ablate = (ABLATED[name],) if name in ABLATED else ()
+    env = envs.make("block", body=body, num_worlds=worlds, teacher=teacher, ablate=ablate, **options)
+    for option, value in mj_options.items():
+        setattr(env.mj_model.opt, option, value)
+    return env
+
+
+def time_variant(
+    name: str, body: str, worlds: int, unroll: int, repeats: int, first, physics: dict | None = None
+) -> tuple[float, float, float]:
+    """(first-call s incl. compile, best s per `unroll` steps of all worlds, peak overflowing worlds),
+    starting from (and auto-resetting to) the batched reset state `first`; `physics` as `variant_env`."""
+    import jax
+    import jax.numpy as jnp
+
+    from boxjax.envs.wrappers import autoreset_step
+    from boxjax.physics import mjx
+
+    env = variant_env(name, body, worlds, physics=physics)
+    params = env.default_params()
+    if name == "physics":
+
+        @jax.jit
+        def run(data, model):
+            def body_fn(d, _):
+                return jax.vmap(lambda x: mjx.step(model, x, env.substeps))(d), None
+
+            return jax.lax.scan(body_fn, data, None, length=unroll)[0], jnp.zeros(())
+
+        first_s, best, (_, overflow) = bench_rows.timed(run, first.data, params.model, repeats=repeats)
+        return first_s, best, float(overflow)
+    zero_action = jnp.zeros((worlds, env.action_size), jnp.float32)
+
+    @jax.jit
+    def run(state, fresh, p):
+        def body_fn(s, _):
+            s = autoreset_step(env, p, s, fresh, zero_action)[0]
+            overflow = sum(v for k, v in s.metrics.items() if k.startswith("overflow/"))
+            return s, jnp.max(overflow)
+
+        state, overflow = jax.lax.scan(body_fn, state, None, length=unroll)
+        return state, jnp.max(overflow)
+
+    first_s, best, (_, overflow) = bench_rows.timed(run, first, first, params, repeats=repeats)
+    return first_s, best, float(overflow)
+
+
+def time_reset(name: str, body: str, worlds: int, repeats: int, physics: dict | None = None):
+    """(best seconds of one jitted reset of every world (variant `name`), the batched reset state)."""
+    import jax
+
+    from boxjax.envs.wrappers import batch_reset
+
+    env = variant_env(name, body, worlds, physics=physics)
+    reset = jax.jit(lambda p, keys: batch_reset(env, p, keys))
+    keys = jax.random.split(jax.random.PRNGKey(0), worlds)
+    _, best, state = bench_rows.timed(reset, env.default_params(), keys, repeats=repeats)
+    return best, state
+
+
+def time_teacher(env, params, first, repeats: int) -> float:
+    """Best seconds of the teacher's targets for every world once (0 without a teacher), less what calling a
+    jitted function with the same arguments costs: inside the fused iteration there is no such call, and with
+    the block world's ~500 arrays as arguments the call alone took 3.7 ms on the CPU (64 worlds, where the
+    targets took 0.5 ms more)."""
+    import jax
+
+    from boxjax.rl import rollout
+
+    if not rollout.has_distill_target(env):
+        return 0.0
+    targets = jax.jit(lambda p, s: rollout.distill_targets(env, p, s))
+    call = jax.jit(lambda p, s: s.data.qpos[:, :1])
+    work_s = bench_rows.timed(targets, params, first, repeats=repeats)[1]
+    return max(0.0, work_s - bench_rows.timed(call, params, first, repeats=repeats)[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One measured shape of the iteration and how it trains."""
+
+    body: str
+    worlds: int
+    unroll: int
+    """Control steps per world and iteration."""
+    epochs: int
+    minibatch: int
+    repeats: int
+    """Timed runs (the best counts)."""
+    teacher: str = ""
+    """The walking teacher beside the policy ("", "untrained", or a teacher file)."""
+    opponent: str = "simulated"
+    """The opponent (`BlockConfig.opponent`)."""
+
+
+def time_iteration(
+    case: Case, first, physics: dict | None = None, trace_dir: str | None = None, rollout_alone: bool = True
+) -> dict:
+    """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
+    state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
+    keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
+    `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`). Without
+    `rollout_alone` the rollout is not timed on its own ("collect" is None): on a GPU its compile and its
+    graph captures took 142 s of a 283 s bench (muscular 2,048 x 16, 2026-12-02)."""
+    import jax
+    import jax.numpy as jnp
+
+    from boxjax.physics import graphs
+    from boxjax.rl import ppo
+    from boxjax.rl.rollout import RolloutState, rollout
+    from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
+
+    body, worlds, unroll, repeats, teacher = case.body, case.worlds, case.unroll, case.repeats, case.teacher
+    env = variant_env("full", body, worlds, teacher, physics)
+    params = env.default_params().replace(teacher=env.teacher)
+    config = ppo.PPOConfig(
+        num_envs=worlds,
+        unroll_length=unroll,
+        num_epochs=case.epochs,
+        minibatch_size=min(case.minibatch, worlds * unroll),
+        distill_coef=DISTILL_COEF if teacher else 0.0,
+    )
+    key = jax.random.PRNGKey(0)
+    zeros = jnp.zeros((worlds,), jnp.float32)
+    ts, rs = ppo.own_buffers(
+        (
+            init_train_state(env, config, key),
+            RolloutState(env=first, episode_return=zeros, episode_length=zeros),
+        )
+    )
+    net = make_network(env, config)
+
+    @jax.jit
+    def collect(ts, rs, p, k):
+        return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll, distill=bool(teacher))[:3]
+
+    collect_s = None
+    if rollout_alone:
+        collect_s = bench_rows.timed(collect, ts, rs, params, key, repeats=repeats)[1]
+        progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
+    iteration = make_train_iteration(env, config)
+    tick = time.perf_counter()
+    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+    compile_s, times = time.perf_counter() - tick, []
+    progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
+    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
+    engine_before = graphs.snapshot()
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+        times.append(time.perf_counter() - tick)
+    best = min(times)
+    engine = graphs.since(engine_before)
+    captures = engine[graphs.GRAPH_CAPTURES] / repeats
+    factored = engine[graphs.FUSED_FACTORIZATIONS] / repeats
+    progress(
+        f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
+        f"{captures:.1f} graph captures each"
+    )
+    if trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(2):
+                ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
+    teacher_s = unroll * time_teacher(env, params, first, repeats)
+    return {
+        "compile": compile_s - best,
+        "iteration": best,
+        "iteration_median": statistics.median(times),
+        "collect": collect_s,
+        "teacher": teacher_s,
+        "overflow": overflow,
+        "graph_captures": captures,
+        "fused_factorizations": factored,
+    }
+
+
+def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, float, str]]:
+    """The iteration's own rows from `time_iteration`'s figures (no breakdown; no `it_collect_s` when the
+    rollout was not timed alone)."""
+    rows = [
+        ("it_compile_s", it["compile"], "s"),
+        ("s_per_iteration", it["iteration"], "s"),
+        ("s_per_iteration_median", it["iteration_median"], "s"),
+        ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
+        ("it_collect_s", it["collect"], "s"),
+        ("it_teacher_s", it["teacher"], "s"),
+        ("it_overflow_worlds", it["overflow"], "worlds"),
+        ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
+        ("it_fused_factorizations", it.get("fused_factorizations"), "worlds/iteration"),
+    ]
+    return [row for row in rows if row[1] is not None]
+
+
+def iteration_rows(case: Case, step_s: dict, first, physics: dict) -> list[tuple[str, float, str]]:
+    """The iteration's figures and its breakdown, from `time_iteration`, the per-step `step_s` (with the
+    reset's seconds under "reset") and the reset state `first`; `physics` as `variant_env`."""
+    it = time_iteration(case, first, physics)
+    unroll = case.unroll
+    ik = step_s["reset"] - time_reset("no_ik", case.body, case.worlds, case.repeats, physics)[0]
+    parts = {
+        "physics": unroll * step_s["physics"],
+        "vision": unroll * (step_s["full"] - step_s["no_vision"]),
+        "scoring": unroll * (step_s["full"] - step_s["no_scoring"]),
+        "ik": ik,
+        "teacher": it["teacher"],
+        "update": it["iteration"] - it["collect"],
+    }
+    parts["other"] = it["collect"] - sum(parts[k] for k in ("physics", "vision", "scoring", "ik", "teacher"))
+    rows = [r for r in iteration_figures(it, case.worlds, unroll) if r[0] != "it_teacher_s"]
+    return rows + [(f"it_{part}_s", parts[part], "s") for part in ITERATION_PARTS]
+
+
+def measure(body: str, worlds: int, unroll: int, repeats: int, physics: dict):
+    """Every env-step figure of one body at one world count (`physics` as `variant_env`): ([(metric,
+    value, unit)], {variant: s per step, "reset": s per reset of every world}, the batched reset state)."""
+    reset_s, first = time_reset("full", body, worlds, repeats, physics)
+    seconds, rows = {}, [("reset_ms", 1e3 * reset_s, "ms")]
+    for name in VARIANTS:
+        first_s, best, overflow = time_variant(name, body, worlds, unroll, repeats, first, physics)
+        seconds[name] = best / unroll
+        if name == "full":
+            rows += [("compile_s", first_s - best, "s"), ("overflow_worlds", overflow, "worlds")]
+    ms = {
+        "physics": 1e3 * seconds["physics"],
+        "vision": 1e3 * (seconds["full"] - seconds["no_vision"]),
+        "scoring": 1e3 * (seconds["full"] - seconds["no_scoring"]),
+    }
+    ms["rest"] = 1e3 * seconds["full"] - sum(ms.values())
+    rows += [
+        ("env_steps_per_s", worlds / seconds["full"], "1/s"),
+        ("env_step_ms", 1e3 * seconds["full"], "ms"),
+    ]
+    rows += [(f"{part}_ms", value, "ms") for part, value in ms.items()]
+    return rows, {**seconds, "reset": reset_s}, first
+
+
+def dollars(m: dict[str, float], price: tuple[str, float] | None) -> str:
+    """'$ per 1,000 iterations | $ per million steps' cells of one measured shape."""
+    if price is None:
+        return "n/a | n/a"
+    per_it = m["s_per_iteration"] * 1000 / 3600 * price[1]
+    return f"{per_it:.3f} | {1e6 / m['steps_per_s'] / 3600 * price[1]:.4f}"
+
+
+def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
+    """The printed tables: env step per body and world count (parts as ms and share of the step), then
+    the iteration with its parts (s) and its cost at `price` (name, $/h)."""
+    table: dict[tuple[str, str, int], dict[str, float]] = {}
+    for r in rows:
+        table.setdefault((r["body"], r.get("opponent", "puppet"), r["worlds"]), {})[r["metric"]] = r["value"]
+    parts = ("physics", "vision", "scoring", "rest")
+    head = "| body | opponent | worlds | env steps/s | step ms | "
+    lines = [head + " | ".join(f"{p} ms (%)" for p in parts) + " |"]
+    lines.append("|" + "---|" * (5 + len(parts)))
+    for (body, opponent, worlds), m in sorted(table.items()):
+        if "env_step_ms" not in m:
+            continue
+        step = m["env_step_ms"]
+        cells = " | ".join(f"{m[p + '_ms']:.2f} ({100 * m[p + '_ms'] / step:.0f})" for p in parts)
+        lines.append(
+            f"| {body} | {opponent} | {worlds} | {m['env_steps_per_s']:,.0f} | {step:.2f} | {cells} |"
+        )
+    timed = [(key, m) for key, m in sorted(table.items()) if "s_per_iteration" in m]
+    if timed:
+        lines += [
+            "",
+            "| body | opponent | worlds | s/iteration (best) | median | steps/s | "
+            + " | ".join(f"{p} s" for p in ITERATION_PARTS)
+            + " | graphs/it | $/1k it | $/M steps |",
+        ]
+        lines.append("|" + "---|" * (9 + len(ITERATION_PARTS)))
+        for (body, opponent, worlds), m in timed:
+            cells = " | ".join(f"{m[f'it_{p}_s']:.3f}" if f"it_{p}_s" in m else "–" for p in ITERATION_PARTS)
+            lines.append(
+                f"| {body} | {opponent} | {worlds} | {m['s_per_iteration']:.3f} | "
+                f"{m.get('s_per_iteration_median', float('nan')):.3f} | "
+                f"{m['steps_per_s']:,.0f} | {cells} | "
+                f"{m.get('it_graph_captures', float('nan')):.1f} | {dollars(m, price)} |"
+            )
+        lines.append("\n" + (f"prices: {price[0]} at ${price[1]}/h" if price else "no price for this device"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the table for this machine and write its rows."""
+    args = parse(argv)
+    plat = args.platform if args.platform != "auto" else ("gpu" if bench_rows.has_gpu() else "cpu")
+    from boxjax import platform
+    from boxjax.mjcf import boxer
+
+    platform.configure(plat, args.cache)
+    gpu = plat == "gpu"
+    bodies = (args.bodies or ("muscular" if gpu else "simple")).split(",")
+    shapes = parse_shapes(args.shapes or ("2048x16,4096x8" if gpu else "4x4,8x4"))
+    opponents = (args.opponents or ("simulated,puppet" if gpu else "simulated")).split(",")
+    device = bench_rows.device_name()
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    common = {
+        "bench": "block",
+        "device": device,
+        "task": "block",
+        "platform": plat,
+        "command": "python experiments/bench_block.py "
+        + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "date": date,
+        "versions": bench_rows.versions(),
+        "teacher": args.teacher or "none",
+        "graph_mode": args.graph_mode or "default",
+        "substep_calls": args.substep_calls,
+        "mj_options": args.mj_option,
+        "task_options": args.env,
+        "rule": "fast" if args.env or args.mj_option else "seed",
+        "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
+        "epochs": args.epochs,
+        "minibatch": args.minibatch,
+        "commit": bench_rows.commit(),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
+    path = os.path.join(args.out, f"block-{slug}-{date[:10]}.jsonl")
+    rows = []
+    with open(path, "a") as f:
+        for body, opponent in ((b, o) for b in bodies for o in opponents):
+            physics = {
+                "graph_mode": args.graph_mode,
+                "substeps_in_one_call": args.substep_calls == "one",
+                "mj_options": args.mj_option,
+                "opponent": opponent,
+                **args.env,
+            }
+            for worlds, unroll in shapes:
+                case = Case(
+                    body, worlds, unroll, args.epochs, args.minibatch, args.repeats, args.teacher, opponent
+                )
+                if args.iteration_only:
+                    reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
+                    progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
+                    trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
+                    it = time_iteration(case, first, physics, trace_dir, rollout_alone=False)
+                    if trace_dir:
+                        print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
+                    figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
+                else:
+                    figures, step_s, first = measure(body, worlds, unroll, args.repeats, physics)
+                if not (args.no_iteration or args.iteration_only):
+                    figures += iteration_rows(case, step_s, first, physics)
+                for metric, value, unit in figures:
+                    row = {
+                        **common,
+                        "factor": bench_rows.factor_ran(figures),
+                        "body": body,
+                        "opponent": opponent,
+                        "worlds": worlds,
+                        "unroll": unroll,
+                        "metric": metric,
+                        "value": value,
+                        "unit": unit,
+                    }
+                    rows.append(row)
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                print(f"measured {body} against the {opponent} opponent at {worlds} worlds", flush=True)
+    print(markdown(rows, bench_rows.price_of(device, bench_rows.load_prices(), args.price)))
+    print(f"rows written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_main(main))

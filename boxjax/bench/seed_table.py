@@ -1,0 +1,270 @@
+"""The seed's price-and-speed table for the blocking training, on boxjax: `python experiments/seed_table.py`.
+
+The seed measured one PPO iteration of its two-fighter blocking training (about 30,000 steps, then 4 epochs
+of minibatch 2,048) on an RTX 5090 and a 96-vCPU EC2 spot machine; `SEED_ROWS` quotes its table. Our rows
+come from `results/bench/`:
+
+* ``bench``: `bench_block.py` rows of the seed's world (muscular body, simulated opponent, the shipped walking
+  teacher beside the policy, 2,048 worlds x 16 steps, 4 epochs of 2,048), the newest commit per device:
+  best and median of the timed iterations from one warm start;
+* ``training``: rows of real training runs (`--from-run`): the mean seconds per iteration after warm-up
+  (`WARMUP_ITERATIONS` left out), and on the CPU path the profile's split (collect, learn, wait).
+
+The cost of 1,000 iterations is the seconds per iteration at the device's price (`prices.json`, each with its
+source and date). A 96-core CPU row is projected from a measured CPU run (`project_cores`) and labelled as a
+projection until a machine of that size runs it.
+
+    python experiments/seed_table.py                       # print the table from the kept rows
+    python experiments/seed_table.py --from-run runs/NAME --label device="NVIDIA H200" --label commit=abc \
+        --out results/bench/seedtable-nvidia-h200-2026-12-05.jsonl     # a training run's rows
+    python -m boxjax.bench.seed_table                      # the same, from the package
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+
+from boxjax import runs
+from boxjax.bench import rows as bench_rows
+from boxjax.cli.common import run_main
+
+SEED_ROWS = (
+    {
+        "machine": "RTX 5090, vast.ai (the seed)",
+        "usd_per_hour": 0.67,
+        "s_per_iteration": 1.19,
+        "steps_per_s": 27_500,
+        "usd_per_1k": 0.22,
+        "how": "seed's table, optimised GPU (2,048 x 16 = 32,768 steps)",
+    },
+    {
+        "machine": "EC2 c8a spot, 96 vCPU (the seed)",
+        "usd_per_hour": 1.48,
+        "s_per_iteration": 1.74,
+        "steps_per_s": 15_300,
+        "usd_per_1k": 0.71,
+        "how": "seed's table, optimised 32-bit CPU (60 workers x 7 copies x 64 steps; 3 learners)",
+    },
+)
+"""The seed's blocking table ("Optimised: the comparison"), as printed there."""
+WORLD = {"body": "muscular", "opponent": "simulated", "worlds": 2048, "unroll": 16}
+"""The seed's world and shape that a bench row must have measured."""
+WARMUP_ITERATIONS = 5
+"""Iterations of a training run left out of its mean (compiles, CUDA graph captures, the first batches)."""
+PROJECT_CORES = 96
+"""The seed's CPU machine's vCPUs, for the projected row."""
+LEARNER_CORES = 1
+"""Cores our CPU path's one learner takes (the rest collect)."""
+PROJECT_PRICE = "EC2 c8a.24xlarge spot (96 vCPU)"
+"""The `prices.json` entry the projected row is priced at (the seed's CPU machine)."""
+SPLIT = {
+    "collect_s": "profile/collect_s",
+    "learn_s": "profile/learner_update_s",
+    "collector_wait_s": "profile/collector_wait_s",
+    "learner_wait_s": "profile/learner_wait_s",
+}
+"""The CPU path's per-iteration split, from its profile figures."""
+
+
+def usd_per_1k(s_per_iteration: float, usd_per_hour: float) -> float:
+    """Dollars for 1,000 iterations at `usd_per_hour`."""
+    return s_per_iteration * 1000 / 3600 * usd_per_hour
+
+
+def run_rows(metrics: list[dict], labels: dict) -> list[dict]:
+    """A training run's rows (`labels` on each): mean `s_per_iteration` and `steps_per_s` after
+    `WARMUP_ITERATIONS`, and the CPU path's split where its metrics have one.
+
+    Raises:
+      ValueError: a run with no iteration past the warm-up.
+    """
+    steady = metrics[WARMUP_ITERATIONS:]
+    if not steady:
+        raise ValueError(
+            f"the run has {len(metrics)} iterations, none past the {WARMUP_ITERATIONS} of warm-up"
+        )
+    s_per_it = statistics.fmean(r["s_per_iteration"] for r in steady)
+    figures = {
+        "s_per_iteration": s_per_it,
+        "steps_per_s": statistics.fmean(r["steps_per_s"] for r in steady),
+        "iterations": float(len(steady)),
+    }
+    for name, key in SPLIT.items():
+        if all(key in r for r in steady):
+            figures[name] = statistics.fmean(r[key] for r in steady)
+    base = {"bench": "block-train", **labels}
+    return [{**base, "metric": k, "value": v} for k, v in figures.items()]
+
+
+def project_cores(cpu: dict[str, float], cores: int, to_cores: int, learner_cores: int) -> dict[str, float]:
+    """Seconds per iteration on `to_cores` cores, projected from a run on `cores`: the same steps per
+    iteration collected by `to_cores - learner_cores` collector cores at the measured per-core rate, the
+    update as measured; an iteration lasts as long as the slower side (decoupled)."""
+    collect = cpu["collect_s"] * (cores - learner_cores) / (to_cores - learner_cores)
+    return {"s_per_iteration": max(collect, cpu["learn_s"]), "collect_s": collect, "learn_s": cpu["learn_s"]}
+
+
+def read_rows(paths: list[str]) -> list[dict]:
+    """Every JSON row of the files."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+FAST_OPTIONS = ({"opponent_freeze_idle": True},)
+"""Task options of bench rows the table shows besides the defaults: our lighter worlds (rule "fast")."""
+
+
+def world_of(row: dict) -> str:
+    """How a row's opponent was built: "frozen" (his idle hinges fixed) or "full" (every hinge)."""
+    frozen = (row.get("task_options") or {}).get("opponent_freeze_idle") or "frozen" in row.get(
+        "opponent_hinges", ""
+    )
+    return "frozen" if frozen else "full"
+
+
+def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(device, commit, world): {metric: value, "date", "repeats"}} of the seed-world bench rows (the
+    defaults or a `FAST_OPTIONS` entry; `world_of`), oldest first."""
+    keep = [
+        r
+        for r in rows
+        if r.get("bench") == "block"
+        and r.get("teacher") == "shipped"
+        and r.get("epochs") == 4
+        and r.get("minibatch") == 2048
+        and not r.get("mj_options")
+        and (not r.get("task_options") or r["task_options"] in FAST_OPTIONS)
+        and all(r.get(k) == v for k, v in WORLD.items())
+    ]
+    out: dict[tuple[str, str, str], dict] = {}
+    for r in sorted(keep, key=lambda r: r["date"]):
+        cell = out.setdefault((r["device"], r["commit"], world_of(r)), {"date": r["date"][:10]})
+        if "--repeats" in r.get("command", ""):
+            cell["repeats"] = r["command"].split("--repeats")[1].split()[0]
+        cell[r["metric"]] = r["value"]
+    return out
+
+
+def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(device, platform, run): {metric: value, labels, "world"}} of the training-run rows, oldest first."""
+    out: dict[tuple[str, str, str], dict] = {}
+    for r in sorted((r for r in rows if r.get("bench") == "block-train"), key=lambda r: r["date"]):
+        labels = {k: r[k] for k in ("commit", "date", "cores", "price_key") if k in r}
+        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**labels, "world": world_of(r)})
+        cell[r["metric"]] = r["value"]
+    return out
+
+
+WORLD_NOTE = {
+    "full": "seed's world (every hinge of the opponent simulated)",
+    "frozen": "**lighter world**: the opponent's 25 idle hinges frozen (not the seed's rule)",
+}
+
+
+def _priced(prices: dict, device: str, key: str | None = None) -> tuple[str, float | None]:
+    """(price cell, USD per hour or None) of a device, as `bench_rows.price_entry` finds it."""
+    entry = bench_rows.price_entry(device, prices, key)
+    if entry is None:
+        return "no price", None
+    return f"{entry[1].usd_per_hour:.2f} ({entry[0]}, {entry[1].date})", entry[1].usd_per_hour
+
+
+def _line(machine: str, price: tuple[str, float | None], s: float, steps_per_s: float, how: str) -> str:
+    cost = f"{usd_per_1k(s, price[1]):.3f}" if price[1] else "n/a"
+    return f"| {machine} | {price[0]} | {s:.3f} | {steps_per_s:,.0f} | {cost} | {how} |"
+
+
+def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
+    lines = []
+    for (device, commit, world), cell in bench_cells(rows).items():
+        for name in ("s_per_iteration_median", "s_per_iteration"):
+            if name in cell:
+                kind = "median" if name.endswith("median") else "best"
+                how = (
+                    f"{WORLD_NOTE[world]}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit}"
+                )
+                s = cell[name]
+                lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
+    return lines
+
+
+def _train_lines(rows: list[dict], prices: dict) -> list[str]:
+    lines = []
+    for (device, platform, run), cell in train_cells(rows).items():
+        how = (
+            f"{WORLD_NOTE[cell['world']]}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
+        )
+        how += f"{platform} path"
+        if "collect_s" in cell:
+            how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
+            how += f" / collectors wait {cell['collector_wait_s']:.2f} s"
+        how += f", {cell['commit']}, {cell['date'][:10]}"
+        machine = device + (f" ({cell['cores']} cores)" if "cores" in cell else "")
+        s = cell["s_per_iteration"]
+        lines.append(
+            _line(machine, _priced(prices, device, cell.get("price_key")), s, cell["steps_per_s"], how)
+        )
+        if "collect_s" in cell and "cores" in cell:
+            p = project_cores(cell, int(cell["cores"]), PROJECT_CORES, LEARNER_CORES)
+            how = (
+                f"not measured: collect {p['collect_s']:.2f} s on {PROJECT_CORES - LEARNER_CORES} collector "
+                "cores at the measured rate, learn as measured"
+            )
+            machine = f"**projection**: {PROJECT_CORES} cores, from the row above"
+            steps = cell["steps_per_s"] * s
+            price = _priced(prices, "", PROJECT_PRICE)
+            lines.append(_line(machine, price, p["s_per_iteration"], steps / p["s_per_iteration"], how))
+    return lines
+
+
+def table(rows: list[dict], prices: dict) -> str:
+    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured."""
+    lines = [
+        "| machine | price ($/h: entry, date) | s/iteration | steps/s | $ / 1,000 iterations | how |",
+        "|---|---|---|---|---|---|",
+    ]
+    for seed in SEED_ROWS:
+        lines.append(
+            f"| {seed['machine']} | {seed['usd_per_hour']:.2f} | {seed['s_per_iteration']:.2f} | "
+            f"{seed['steps_per_s']:,} | {seed['usd_per_1k']:.2f} | {seed['how']} |"
+        )
+    return "\n".join(lines + _bench_lines(rows, prices) + _train_lines(rows, prices))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table, or write a training run's rows (`--from-run`)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", nargs="*", default=None, help="row files (default: results/bench/*.jsonl)")
+    p.add_argument("--from-run", default=None, help="a training run folder: write its rows to --out")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
+    p.add_argument("--out", default=None, help="rows file --from-run appends to")
+    args = p.parse_args(argv)
+    if args.from_run:
+        if not args.out:
+            p.error("--from-run needs --out")
+        labels = dict(item.partition("=")[::2] for item in args.label)
+        missing = [k for k in ("device", "platform", "commit", "date", "command") if k not in labels]
+        if missing:
+            p.error(f"--from-run needs --label for {missing}")
+        labels = {**labels, **WORLD, "run": os.path.basename(os.path.normpath(args.from_run))}
+        if "cores" in labels:
+            labels["cores"] = int(labels["cores"])
+        with open(args.out, "a") as f:
+            for row in run_rows(runs.read_metrics(args.from_run), labels):
+                f.write(json.dumps(row) + "\n")
+        return 0
+    root = os.path.join(bench_rows.REPO, "results", "bench")
+    paths = args.rows if args.rows is not None else sorted(glob.glob(os.path.join(root, "*.jsonl")))
+    print(table(read_rows(paths), bench_rows.load_prices()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_main(main))

@@ -1,0 +1,1 @@
+"""The `boxjax` command (`boxjax train|watch|export|bench|demo`) and its parts."""

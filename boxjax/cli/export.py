@@ -1,0 +1,42 @@
+"""Write a trained policy as one small file:
+`boxjax export RUN_OR_CHECKPOINT OUT.msgpack`.
+
+The newest checkpoint's network and observation statistics with its meta (`boxjax.models.checkpoint.
+save_policy`), nothing to resume from; `boxjax watch OUT.msgpack` plays it. The package's trained blockers
+(`boxjax/data/blockers/block-BODY.msgpack`, what `boxjax watch --body BODY` plays) are made this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from boxjax.cli import common, watch
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the checkpoint as `boxjax watch` does, write its policy file, print its size."""
+    p = common.Parser(
+        prog="boxjax export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="runs/NAME or a checkpoint directory")
+    p.add_argument("out", help="the policy file to write (.msgpack)")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    args = p.parse_args(argv)
+    from boxjax import platform
+
+    platform.configure("cpu", None)
+    from boxjax.models import checkpoint
+
+    source = watch.checkpoint_dir(args.source)
+    step = checkpoint.latest_step(source)
+    meta = {**checkpoint.read_meta(source, step), "source_step": int(step)}
+    _, _, policy = watch.load(source, meta, 1)
+    checkpoint.save_policy(args.out, {"params": policy.params, "normalizer": policy.normalizer}, meta)
+    size = os.path.getsize(args.out)
+    print(f"export: {meta['env']} body={meta['body']} step {step} -> {args.out} ({size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.run_main(main))
