@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [k for k in ("device", "platform", "commit", "date", "command") if k not in labels]
         if missing:
             p.error(f"--from-run needs --label for {missing}")
-        labels = {**labels, **WORLD, "run": os.path.basename(os.path.normpath(args.from_run))}
+        labels = {**WORLD, **labels, "run": os.path.basename(os.path.normpath(args.from_run))}
         if "cores" in labels:
             labels["cores"] = int(labels["cores"])
         with open(args.out, "a") as f:
