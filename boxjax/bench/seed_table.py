@@ -96,7 +96,7 @@ def run_rows(metrics: list[dict], labels: dict) -> list[dict]:
     for name, key in SPLIT.items():
         if all(key in r for r in steady):
             figures[name] = statistics.fmean(r[key] for r in steady)
-    base = {"bench": "block-train", **labels}
+    base = {"bench": "block-train", "task": "block", **labels}
     return [{**base, "metric": k, "value": v} for k, v in figures.items()]
 
 
