@@ -36,18 +36,19 @@ def test_from_brax_matches_the_brax_configuration_and_takes_overrides_on_top():
         0.3,
     )
     assert config.max_grad_norm == presets.NO_CLIP and config.normalize_observations
-    assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5) and config.tanh_policy
-    assert (config.network_init, config.obs_normalizer, config.brax_advantages) == (
+    assert (config.policy_hidden, config.value_hidden) == ((32,) * 4, (256,) * 5)
+    assert config.action_distribution == "tanh_normal"
+    assert (config.network_init, config.obs_normalizer, config.batch_layout) == (
         "lecun_uniform",
         "brax",
-        True,
+        "unrolls",
     )
     assert config.stats_before_update  # Brax's order with the configuration's fixed step size
     assert presets.from_brax({**DM_CONTROL, "vf_loss_coefficient": 0.25}, {}).value_coef == 0.25
     with pytest.raises(ValueError, match="bootstrap_on_timeout"):
         presets.from_brax({**DM_CONTROL, "bootstrap_on_timeout": True}, {})
     normal = {**DM_CONTROL, "network_factory": {"distribution_type": "normal"}}
-    assert not presets.from_brax(normal, {}).tanh_policy
+    assert presets.from_brax(normal, {}).action_distribution == "clipped_normal"
     assert presets.from_brax(normal, {}).init_log_std == 0.0  # Brax's init_noise_std 1.0
     with pytest.raises(ValueError, match="unknown Brax distribution_type 'beta'"):
         presets.from_brax({**DM_CONTROL, "network_factory": {"distribution_type": "beta"}}, {})

@@ -296,9 +296,9 @@ def test_a_reset_pool_a_tanh_policy_or_brax_s_normalizer_is_refused_on_the_cpu_p
     normaliser: a pool setting, a tanh policy or Brax's normaliser is named, not ignored."""
     refusals = [({"reset_every": 4}, "a reset pool is the fused GPU path's"),
                 ({"restart_on_draw": True}, "a reset pool is the fused GPU path's"),
-                ({"tanh_policy": True}, "train the clipped normal policy only"),
+                ({"action_distribution": "tanh_normal"}, "train the clipped normal policy only"),
                 ({"obs_normalizer": "brax"}, "keep boxjax's normaliser only"),
-                ({"brax_advantages": True, "gae_window": 4}, "take single transitions only")]  # fmt: skip
+                ({"batch_layout": "unrolls", "gae_window": 4}, "take single transitions only")]  # fmt: skip
     for fields, message in refusals:
         with pytest.raises(ValueError, match=message):
             workers.train(

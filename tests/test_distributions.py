@@ -69,4 +69,12 @@ def make_network_for(tanh: bool):
     class Env:
         observation_size, action_size = 3, 2
 
-    return make_network(Env(), PPOConfig(num_envs=4, unroll_length=2, minibatch_size=8, tanh_policy=tanh))
+    return make_network(
+        Env(),
+        PPOConfig(
+            num_envs=4,
+            unroll_length=2,
+            minibatch_size=8,
+            action_distribution="tanh_normal" if tanh else "clipped_normal",
+        ),
+    )

@@ -24,7 +24,7 @@ from boxjax.envs.toy import PointReach, ReachParams
 from boxjax.models import checkpoint
 from boxjax.rl import guard, ppo
 from boxjax.rl.losses import LossBatch
-from boxjax.rl.rollout import NONFINITE_WORLDS, init_rollout, rollout
+from boxjax.rl.rollout import NONFINITE_WORLDS, init_rollout, network_policy, rollout
 from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration, update
 
 WORLDS = 8
@@ -87,7 +87,7 @@ def toy_rollout():
 
     def run(rollout_state, train_state, key):
         return rollout(
-            env, env.default_params(), net, train_state.params, train_state.normalizer, True,
+            env, env.default_params(), network_policy(net, train_state.params, train_state.normalizer, True),
             rollout_state, key, 1,
         )  # fmt: skip
 

@@ -113,7 +113,9 @@ def _reset_pool_checks(out: dict, env, params, key) -> None:
     variants = {
         "pool": {},
         "restart": {"restart_on_draw": True, "gae_window": 4},
-        "tanh": {"tanh_policy": True},  # its entropy noise drawn per transition, as on one device
+        "tanh": {
+            "action_distribution": "tanh_normal"
+        },  # its entropy noise drawn per transition, as on one device
     }
     for prefix, fields in variants.items():
         pooled = dataclasses.replace(CONFIG, reset_every=2, **fields)

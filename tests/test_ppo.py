@@ -114,7 +114,7 @@ def test_unrolls_hold_consecutive_steps_of_one_world():
     np.testing.assert_array_equal(units[2], [2, 12])
     np.testing.assert_array_equal(units[4], [21, 31])
     config = dataclasses.replace(TOY_CONFIG, num_envs=3, unroll_length=4, minibatch_size=4, gae_window=2,
-                                 reward_scale=2.0, brax_advantages=True)  # fmt: skip
+                                 reward_scale=2.0, batch_layout="unrolls")  # fmt: skip
     t = jnp.asarray(steps, jnp.float32)
     fell, ended = (t == 11).astype(jnp.float32), (t >= 11).astype(jnp.float32)
     traj = Transition(obs=t[..., None], action=t[..., None], log_prob=t, reward=t, next_obs=t[..., None] + 1,
@@ -128,11 +128,12 @@ def test_unrolls_hold_consecutive_steps_of_one_world():
 
 
 def test_brax_s_update_layout_trains_and_names_what_it_cannot_take():
-    """`brax_advantages` (with Brax's policy and normaliser, as the comparison runs it): the toy compiles
-    once, stays finite and learns; settings it cannot take are named."""
+    """The "unrolls" batch layout (with Brax's policy and normaliser, as the comparison runs it): the toy
+    compiles once, stays finite and learns; settings it cannot take are named."""
     config = dataclasses.replace(TOY_CONFIG, unroll_length=50, gae_window=25, minibatch_size=400,
-                                 brax_advantages=True, tanh_policy=True, obs_normalizer="brax",
-                                 network_init="lecun_uniform", desired_kl=0.0)  # fmt: skip
+                                 batch_layout="unrolls", action_distribution="tanh_normal",
+                                 obs_normalizer="brax", network_init="lecun_uniform",
+                                 desired_kl=0.0)  # fmt: skip
     env = PointReach()
     policy, history = ppo.train(env, config, jax.random.PRNGKey(2), iterations=16)
     assert all(np.isfinite(r["loss/total"]) and r["guard/skipped_steps"] == 0 for r in history)
@@ -475,10 +476,10 @@ def test_checkpoint_format_is_stamped_and_an_older_one_seeds_but_does_not_resume
         checkpoint.CheckpointMismatchError, match="format 1 .made before 2026-12-02.*writes 2"
     ):
         checkpoint.check_resume(older, meta)
-    squashed = {**meta, "ppo": {**meta["ppo"], "tanh_policy": True}}  # another policy network
+    squashed = {**meta, "ppo": {**meta["ppo"], "action_distribution": "tanh_normal"}}  # another policy
     for check in (checkpoint.check_resume, checkpoint.check_init):
         with pytest.raises(
-            checkpoint.CheckpointMismatchError, match="ppo.tanh_policy: checkpoint has no such"
+            checkpoint.CheckpointMismatchError, match="ppo.action_distribution: checkpoint has no such"
         ):
             check(stored, squashed)
     newer = {**stored, "format": checkpoint.FORMAT + 1}
@@ -576,12 +577,12 @@ def test_the_squashed_entropy_is_brax_s_estimate():
 
 
 def test_a_tanh_policy_starts_near_brax_s_scale_acts_in_bounds_and_trains():
-    """`tanh_policy`: a state-dependent scale starting at softplus(~0) + 0.001 (Brax's ~0.69), actions the
-    tanh of the samples (and of the mean, deterministically), three toy iterations finite and learning;
-    refused with distillation and on the CPU path."""
+    """The tanh_normal action distribution: a state-dependent scale starting at softplus(~0) + 0.001 (Brax's
+    ~0.69), actions the tanh of the samples (and of the mean, deterministically), three toy iterations
+    finite and learning; refused with distillation and on the CPU path."""
     from boxjax.rl.train_step import make_network
 
-    config = dataclasses.replace(TOY_CONFIG, tanh_policy=True)
+    config = dataclasses.replace(TOY_CONFIG, action_distribution="tanh_normal")
     env = PointReach()
     ts = init_train_state(env, config, jax.random.PRNGKey(0))
     net = make_network(env, config)
@@ -598,7 +599,7 @@ def test_a_tanh_policy_starts_near_brax_s_scale_acts_in_bounds_and_trains():
     # noise (about 2 on this toy, seeds 2-4 measured before this assertion)
     last = np.mean([r["episode/return"] for r in history[-2:]])
     assert last > history[0]["episode/return"] + 2.0
-    with pytest.raises(ValueError, match="tanh_policy does not take distillation"):
+    with pytest.raises(ValueError, match="the tanh_normal action distribution does not take distillation"):
         dataclasses.replace(config, distill_coef=1.0)
 
 
@@ -771,3 +772,29 @@ def test_the_policy_is_handed_over_during_training_and_its_last_one_is_the_resul
         loop.RunOptions(policy_every=0)
     with pytest.raises(ValueError, match="policy_fn: this training path cannot hand its policy over"):
         loop.drive(lambda: (1, {}), lambda done: True, loop.RunOptions(policy_fn=print), 0, (1, 1), None)
+
+
+def test_the_renamed_flags_read_as_their_typed_choices():
+    """`tanh_policy` and `brax_advantages` (before 2026-12-06) are read from stored configs as
+    `action_distribution` and `batch_layout`; a default choice is left out as `to_dict` leaves it, so an
+    older run's stored config still equals a new run's; a bad choice is named."""
+    old = {**TOY_CONFIG.to_dict(), "tanh_policy": True, "brax_advantages": False}
+    assert checkpoint.current_ppo_fields(old) == {
+        **TOY_CONFIG.to_dict(),
+        "action_distribution": "tanh_normal",
+    }
+    config = ppo.PPOConfig.from_dict(old)
+    assert (config.action_distribution, config.batch_layout) == ("tanh_normal", "transitions")
+    plain = {**TOY_CONFIG.to_dict(), "tanh_policy": False}
+    assert checkpoint.current_meta({"env": "reach", "ppo": plain}) == {
+        "env": "reach",
+        "ppo": TOY_CONFIG.to_dict(),
+    }
+    with pytest.raises(
+        ValueError, match="PPOConfig.batch_layout 'steps' is not one of: transitions, unrolls"
+    ):
+        dataclasses.replace(TOY_CONFIG, batch_layout="steps")
+    with pytest.raises(
+        ValueError, match="action_distribution 'beta' is not one of: clipped_normal, tanh_normal"
+    ):
+        dataclasses.replace(TOY_CONFIG, action_distribution="beta")

@@ -228,8 +228,8 @@ def test_teacher_refuses_another_body_or_task(walk_run, tmp_path):
         teacher.load_teacher(other, "simple")
     with pytest.raises(FileNotFoundError):
         teacher.load_teacher(str(tmp_path / "missing"), "simple")
-    squashed = {"env": "walk", "body": "simple", "ppo": {"tanh_policy": True}}
-    with pytest.raises(checkpoint.CheckpointMismatchError, match="a teacher acts with the clipped normal"):
+    squashed = {"env": "walk", "body": "simple", "ppo": {"action_distribution": "tanh_normal"}}
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="tanh_normal., a teacher acts with clipped_normal"):
         teacher._check_task("walker", squashed, "simple")
 
 

@@ -314,7 +314,7 @@ def time_iteration(
 
     from boxjax.physics import graphs
     from boxjax.rl import ppo
-    from boxjax.rl.rollout import RolloutState, rollout
+    from boxjax.rl.rollout import RolloutState, network_policy, rollout
     from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
 
     body, worlds, unroll, repeats, teacher = case.body, case.worlds, case.unroll, case.repeats, case.teacher
@@ -339,7 +339,8 @@ def time_iteration(
 
     @jax.jit
     def collect(ts, rs, p, k):
-        return rollout(env, p, net, ts.params, ts.normalizer, True, rs, k, unroll, distill=bool(teacher))[:3]
+        policy = network_policy(net, ts.params, ts.normalizer, True)
+        return rollout(env, p, policy, rs, k, unroll, distill=bool(teacher))[:3]
 
     collect_s = None
     if rollout_alone:

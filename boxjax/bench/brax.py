@@ -17,15 +17,15 @@ when `num_resets_per_eval` > 0, every world restarts from a new draw of reset st
 (`brax_reset_every`, `restart_on_draw`: every iteration in the DM Control configuration); the same learning
 rate, entropy weight, discount, GAE lambda, clip, reward scale, observation and advantage normalisation and
 network widths (SiLU, Brax's swish, in both) and their lecun-uniform start (`network_init`); Brax's
-tanh-normal policy with a state-dependent scale and its sampled entropy estimate (`tanh_policy`); Brax's
-observation statistics (unit before any data, std floored at 1e-6, not clipped, taken in before the gradient
-steps with a fixed step size: `obs_normalizer`); Brax's update layout: minibatches of whole unrolls whose
-advantages the loss computes at every gradient step with the current value network, Brax's way
-(`brax_advantages`); one device each (Brax with `max_devices_per_host=1`). Not matched: Brax's `max_grad_norm`
-None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect); with Brax's adaptive-KL schedule Brax
-adapts the step size to the analytic KL of its distributions, boxjax to the sampled estimate (`desired_kl`);
-Brax's arguments in `UNMAPPED_BRAX_DEFAULTS` are refused at any value but their default. `--ppo` changes
-boxjax's config on top (the rows name every override). Both step the quiet model
+tanh-normal policy with a state-dependent scale and its sampled entropy estimate (`action_distribution`
+"tanh_normal"); Brax's observation statistics (unit before any data, std floored at 1e-6, not clipped, taken
+in before the gradient steps with a fixed step size: `obs_normalizer`); Brax's update layout: minibatches of
+whole unrolls whose advantages the loss computes at every gradient step with the current value network, Brax's
+way (`batch_layout` "unrolls"); one device each (Brax with `max_devices_per_host=1`). Not matched: Brax's
+`max_grad_norm` None means no clip, boxjax's `max_grad_norm` 1e9 (no clip in effect); with Brax's adaptive-KL
+schedule Brax adapts the step size to the analytic KL of its distributions, boxjax to the sampled estimate
+(`desired_kl`); Brax's arguments in `UNMAPPED_BRAX_DEFAULTS` are refused at any value but their default.
+`--ppo` changes boxjax's config on top (the rows name every override). Both step the quiet model
 (`boxjax.envs.base.quiet_models`: MuJoCo Warp prints no warning per world and step).
 
 Both train the steps Brax's schedule makes of N (`num_evals - 1` periods of whole updates, N rounded up) and

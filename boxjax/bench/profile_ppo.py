@@ -18,7 +18,7 @@ of `--repeats`, the iteration's mean), on the same worlds:
 - `reset_ms`: boxjax's reset of every world, which its rollout draws once per `reset_every` iterations.
 - `rollout_ms`: boxjax's whole rollout (policy, environment, episode totals, the draw of reset states
   when `reset_every` is 1; with more, a rollout that reuses its pool).
-- `gae_ms`: values of the unroll, GAE and the flat batch (with `brax_advantages`, only the unrolls'
+- `gae_ms`: values of the unroll, GAE and the flat batch (with the "unrolls" batch layout, only the unrolls'
   layout: the advantages are computed in the update's loss); `update_ms`: epochs x minibatches of updates.
 - `s_per_iteration`, `steps_per_s`: the fused iteration (`make_train_iteration`) as training runs it:
   the mean over whole cycles of the reset pool (at least `--repeats` iterations, each read back).
@@ -52,7 +52,7 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     from boxjax.envs.base import quiet_models
     from boxjax.envs.wrappers import autoreset_step, batch_reset
     from boxjax.rl import ppo
-    from boxjax.rl.rollout import init_rollout, rollout
+    from boxjax.rl.rollout import init_rollout, network_policy, rollout
     from boxjax.rl.train_step import (
         init_train_state,
         make_batch,
@@ -101,7 +101,7 @@ def time_parts(env_name: str, env_config: Any, brax: dict[str, Any], config: Any
     @jax.jit
     def collect(ts, rs, k):
         return rollout(
-            env, None, net, ts.params, ts.normalizer, normalize, rs, k, unroll,
+            env, None, network_policy(net, ts.params, ts.normalizer, normalize), rs, k, unroll,
             reset_every=every, restart_on_draw=config.restart_on_draw,
         )  # fmt: skip
 

@@ -20,9 +20,30 @@ import orbax.checkpoint as ocp
 
 # Fields that must match for a checkpoint to seed a new run (`init`); resuming needs the whole meta equal.
 _MODEL_FIELDS = ("body", "observation_size", "action_size")
-_NETWORK_FIELDS = ("policy_hidden", "value_hidden", "tanh_policy")
+_NETWORK_FIELDS = ("policy_hidden", "value_hidden", "action_distribution")
 # PPO fields that may change on resume: where the run executes, not what it computes.
 _PLACEMENT_FIELDS = ("num_devices",)
+RENAMED_PPO_FIELDS = {
+    "tanh_policy": ("action_distribution", {True: "tanh_normal", False: "clipped_normal"}, "clipped_normal"),
+    "brax_advantages": ("batch_layout", {True: "unrolls", False: "transitions"}, "transitions"),
+}
+"""PPO flags that became typed choices (2026-12-06): old name -> (field, {old value: its value}, the value
+`PPOConfig.to_dict` leaves out as the default); a stored config is read with the new names."""
+
+
+def current_ppo_fields(ppo: dict[str, Any]) -> dict[str, Any]:
+    """A stored PPO config with its renamed flags (`RENAMED_PPO_FIELDS`) as their typed choices; a default
+    choice is left out, as `PPOConfig.to_dict` leaves it."""
+    out = {k: v for k, v in ppo.items() if k not in RENAMED_PPO_FIELDS}
+    for old, (field, values, default) in RENAMED_PPO_FIELDS.items():
+        if old in ppo and values[bool(ppo[old])] != default:
+            out[field] = values[bool(ppo[old])]
+    return out
+
+
+def current_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """A stored meta as this code names its fields (`current_ppo_fields` on its PPO config)."""
+    return {**meta, "ppo": current_ppo_fields(meta["ppo"])} if "ppo" in meta else meta
 
 
 FORMAT = 2
@@ -90,11 +111,12 @@ def latest_step(directory: str) -> int:
 
 
 def read_meta(directory: str, step: int | None = None) -> dict[str, Any]:
-    """The JSON meta of a checkpoint (newest step by default)."""
+    """The JSON meta of a checkpoint (newest step by default), its fields named as this code names them
+    (`current_meta`)."""
     step = latest_step(directory) if step is None else step
     with _manager(directory, max_to_keep=None) as mngr:
         restored = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-    return dict(restored["meta"])
+    return current_meta(dict(restored["meta"]))
 
 
 def _path_key(path: tuple) -> tuple[str, ...]:
@@ -236,9 +258,9 @@ def read_policy_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         stored = None
     if not isinstance(stored, dict) or set(stored) != {"meta", "policy"}:
         raise CheckpointMismatchError(
-            f"{path} is neither a checkpoint directory nor a policy file (export_policy.py writes one)"
+            f"{path} is neither a checkpoint directory nor a policy file (`boxjax export` writes one)"
         )
-    return json.loads(stored["meta"]), stored["policy"]
+    return current_meta(json.loads(stored["meta"])), stored["policy"]
 
 
 def read_policy_meta(path: str) -> dict[str, Any]:

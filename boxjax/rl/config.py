@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from boxjax.models.checkpoint import current_ppo_fields
+from boxjax.models.distributions import DISTRIBUTIONS
 from boxjax.models.networks import INITS, NORMALIZERS
 from boxjax.ranges import COUNT, NON_NEGATIVE, POSITIVE, UNIT, Range, check_fields
 
@@ -13,13 +15,15 @@ _LATER_FIELDS = {
     "reset_every": 1,
     "restart_on_draw": False,
     "gae_window": 0,
-    "tanh_policy": False,
+    "action_distribution": "clipped_normal",
     "network_init": "orthogonal",
     "obs_normalizer": "boxjax",
-    "brax_advantages": False,
+    "batch_layout": "transitions",
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
+BATCH_LAYOUTS = ("transitions", "unrolls")
+"""`PPOConfig.batch_layout` values: single transitions (GAE once per iteration), or Brax's whole unrolls."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +62,7 @@ class PPOConfig:
     value_hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the value MLP."""
     init_log_std: float = -0.7
-    """Initial log standard deviation of the Gaussian policy (not of a `tanh_policy`)."""
+    """Initial log standard deviation of the Gaussian policy (not of the "tanh_normal" distribution)."""
     normalize_advantages: bool = True
     """Standardise advantages per minibatch."""
     normalize_observations: bool = True
@@ -80,11 +84,12 @@ class PPOConfig:
     Brax's PPO resets all its environments after each epoch of training steps when `num_resets_per_eval`
     > 0; False: a world restarts only when its episode ends. The episode figures (and a task's curriculum)
     then see only the episodes that end before a restart."""
-    tanh_policy: bool = False
-    """Brax's policy: a tanh-squashed normal whose scale the policy MLP gives beside its mean (softplus +
-    0.001, about 0.69 at the start), its entropy estimated at a fresh sample with the tanh's log-Jacobian;
-    False: a normal with one learnt log std (`init_log_std`), its samples clipped to [-1, 1]. Not with
-    distillation (its target is for an unsquashed mean)."""
+    action_distribution: str = "clipped_normal"
+    """The policy's action distribution (`boxjax.models.distributions.DISTRIBUTIONS`): "clipped_normal", a
+    normal with one learnt log std (`init_log_std`), its samples clipped to [-1, 1]; or "tanh_normal", Brax's:
+    a tanh-squashed normal whose scale the policy MLP gives beside its mean (softplus + 0.001, about 0.69 at
+    the start), its entropy estimated at a fresh sample with the tanh's log-Jacobian (not with distillation:
+    the teacher's target is for an unsquashed mean)."""
     gae_window: int = 0
     """Control steps per GAE window: the advantage recursion restarts every that many steps of the unroll,
     each window bootstrapping from the value of the state it reached, as Brax's PPO computes GAE per
@@ -100,12 +105,12 @@ class PPOConfig:
     the update sees the statistics the rollout acted with) or "brax", Brax's PPO's (floored at 1e-6, not
     clipped, unit std before any data; before the gradient steps with a fixed step size, after them when
     `desired_kl` adapts it)."""
-    brax_advantages: bool = False
-    """Brax's update layout (`boxjax.rl.unrolls`): minibatches of whole unrolls of `gae_window` steps, whose
-    advantages are computed in the loss with the current value network at every gradient step, Brax's way
+    batch_layout: str = "transitions"
+    """What a minibatch holds (`BATCH_LAYOUTS`): "transitions", single transitions with GAE computed once per
+    iteration; or "unrolls", Brax's update layout (`boxjax.rl.unrolls`): whole unrolls of `gae_window` steps,
+    whose advantages are computed in the loss with the current value network at every gradient step
     (`losses.brax_gae`: truncated steps masked, the policy-gradient advantage r + gamma (lambda-return of
-    s') - V(s)); False: GAE once per iteration, minibatches of single transitions. One device, no
-    distillation."""
+    s') - V(s)); one device, no distillation."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -140,21 +145,27 @@ class PPOConfig:
                 f"PPOConfig: batch_size (num_envs*unroll_length = {self.batch_size}) must be a multiple of "
                 f"minibatch_size ({self.minibatch_size})"
             )
-        if self.tanh_policy and self.distill_coef > 0:
-            raise ValueError(
-                f"PPOConfig: tanh_policy does not take distillation (distill_coef {self.distill_coef}): the "
-                "teacher's target is for an unsquashed mean"
-            )
-        for name, valid in (("network_init", INITS), ("obs_normalizer", NORMALIZERS)):
+        choices = (
+            ("action_distribution", DISTRIBUTIONS),
+            ("batch_layout", BATCH_LAYOUTS),
+            ("network_init", INITS),
+            ("obs_normalizer", NORMALIZERS),
+        )
+        for name, valid in choices:
             if getattr(self, name) not in valid:
                 raise ValueError(
                     f"PPOConfig.{name} {getattr(self, name)!r} is not one of: {', '.join(valid)}"
                 )
+        if self.action_distribution == "tanh_normal" and self.distill_coef > 0:
+            raise ValueError(
+                f"PPOConfig: the tanh_normal action distribution does not take distillation (distill_coef "
+                f"{self.distill_coef}): the teacher's target is for an unsquashed mean"
+            )
         if self.gae_window and self.unroll_length % self.gae_window:
             raise ValueError(
                 f"PPOConfig: gae_window ({self.gae_window}) must divide unroll_length ({self.unroll_length})"
             )
-        if self.brax_advantages:
+        if self.batch_layout == "unrolls":
             self._check_unrolls()
         low, high = self.learning_rate_bounds
         if not low <= self.learning_rate <= high:
@@ -166,18 +177,21 @@ class PPOConfig:
             self.check_devices(self.num_devices)
 
     def _check_unrolls(self) -> None:
-        """Refuse what `brax_advantages` cannot take, naming it."""
+        """Refuse what the "unrolls" batch layout cannot take, naming it."""
         if not self.gae_window or self.minibatch_size % self.gae_window:
             raise ValueError(
-                f"PPOConfig.brax_advantages needs a gae_window (the unroll, {self.gae_window}) > 0 that "
-                f"divides minibatch_size ({self.minibatch_size})"
+                f"PPOConfig.batch_layout 'unrolls' needs a gae_window (the unroll, {self.gae_window}) > 0 "
+                f"that divides minibatch_size ({self.minibatch_size})"
             )
         if self.distill_coef > 0:
             raise ValueError(
-                f"PPOConfig.brax_advantages does not take distillation (distill_coef {self.distill_coef})"
+                f"PPOConfig.batch_layout 'unrolls' does not take distillation (distill_coef "
+                f"{self.distill_coef})"
             )
         if self.num_devices != 1:
-            raise ValueError(f"PPOConfig.brax_advantages runs on one device (num_devices {self.num_devices})")
+            raise ValueError(
+                f"PPOConfig.batch_layout 'unrolls' runs on one device (num_devices {self.num_devices})"
+            )
 
     def check_devices(self, count: int) -> None:
         """Reject a device count that does not split the worlds and the minibatch evenly."""
@@ -193,12 +207,6 @@ class PPOConfig:
         """Whether an iteration's observations enter the statistics before its gradient steps (Brax's
         normaliser with a fixed step size) rather than after them."""
         return self.obs_normalizer == "brax" and self.desired_kl <= 0
-
-    @property
-    def action_distribution(self) -> str:
-        """The policy's action distribution (`boxjax.models.distributions`): Brax's tanh-normal with
-        `tanh_policy`, else the clipped normal."""
-        return "tanh_normal" if self.tanh_policy else "clipped_normal"
 
     @property
     def batch_size(self) -> int:
@@ -220,7 +228,9 @@ class PPOConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> PPOConfig:
-        """Inverse of `to_dict`; unknown keys are an error."""
+        """Inverse of `to_dict` (flags since renamed read as their typed choice, `current_ppo_fields`);
+        unknown keys are an error."""
+        values = current_ppo_fields(values)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(values) - names
         if unknown:

@@ -15,7 +15,7 @@ from boxjax.models.networks import Normalizer
 from boxjax.rl import ppo
 from boxjax.rl.train_step import init_train_state, make_optimizer
 
-NETWORK_FIELDS = ("policy_hidden", "value_hidden", "tanh_policy")
+NETWORK_FIELDS = ("policy_hidden", "value_hidden", "action_distribution")
 """PPO fields a source model must share with the run: the same networks but for the first layer's inputs."""
 
 

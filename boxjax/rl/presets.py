@@ -66,13 +66,17 @@ def from_brax(brax: Mapping[str, Any], overrides: Mapping[str, Any] | None = Non
         normalize_advantages=brax.get("normalize_advantage", True),
         policy_hidden=tuple(networks["policy_hidden_layer_sizes"]),
         value_hidden=tuple(networks["value_hidden_layer_sizes"]),
-        tanh_policy=brax_distribution(networks) == "tanh_normal",
+        action_distribution="tanh_normal"
+        if brax_distribution(networks) == "tanh_normal"
+        else "clipped_normal",
         restart_on_draw=brax.get("num_resets_per_eval", 0) > 0,
         network_init="lecun_uniform",
         obs_normalizer="brax",
-        brax_advantages=True,
+        batch_layout="unrolls",
     )
-    if not fields["tanh_policy"]:  # Brax's normal: one learnt scale starting at init_noise_std
+    if (
+        fields["action_distribution"] == "clipped_normal"
+    ):  # Brax's normal: one learnt scale starting at init_noise_std
         fields["init_log_std"] = math.log(networks.get("init_noise_std", 1.0))
     fields.update(overrides)
     if "reset_every" not in overrides:  # Brax's reset cadence in iterations of the final size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -172,6 +173,22 @@ def sample_action(
     return raw, net.dist.log_prob(mean, log_std, raw), net.dist.action(raw)
 
 
+PolicyFn = Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]
+"""A policy as the rollout acts with it: (obs (N, O), key) -> (raw action (N, A), its log prob (N,), the
+env's action in [-1, 1])."""
+
+
+def network_policy(
+    net: ActorCritic, net_params: Any, normalizer: Normalizer, normalize: bool, shards: Shards | None = None
+) -> PolicyFn:
+    """The `PolicyFn` of a network and its parameters: `sample_action` with them bound."""
+
+    def act(obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return sample_action(net, net_params, normalizer, obs, key, normalize, shards)
+
+    return act
+
+
 PEAK_PREFIX = ("overflow/", "caps/")
 """Metrics under these prefixes count worlds (summed over worlds) and keep their peak over the unroll."""
 NONFINITE_WORLDS = "nonfinite_worlds"
@@ -203,10 +220,7 @@ def _per_iteration(metric_sum: dict[str, jax.Array], unroll_length: int) -> dict
 def rollout(
     env: Env,
     env_params: Any,
-    net: ActorCritic,
-    net_params: Any,
-    normalizer: Normalizer,
-    normalize: bool,
+    policy: PolicyFn,
     state: RolloutState,
     key: jax.Array,
     unroll_length: int,
@@ -215,7 +229,7 @@ def rollout(
     reset_every: int = 1,
     restart_on_draw: bool = False,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
-    """Step all worlds `unroll_length` times with the current policy.
+    """Step all worlds `unroll_length` times, acting with `policy` (`network_policy` for a network).
 
     With `distill` (and an env that has the hook, `has_distill_target`) each transition also keeps the
     env's distillation target and mask for the state the policy acted on.
@@ -240,9 +254,7 @@ def rollout(
 
     def body(carry, step_key):
         rs, summary, metric_sum, _ = carry
-        raw, log_prob, action = sample_action(
-            net, net_params, normalizer, rs.env.obs, step_key, normalize, shards
-        )
+        raw, log_prob, action = policy(rs.env.obs, step_key)
         target, mask = distill_targets(env, env_params, rs.env) if distill else (None, None)
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward

@@ -16,7 +16,15 @@ from boxjax.rl import collectives, guard, unrolls
 from boxjax.rl.collectives import Shards
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.losses import LossBatch, LossTerms, UnitBatch, configured_loss, gae
-from boxjax.rl.rollout import COUNTS, SUM_PREFIX, RolloutState, Transition, rollout, world_noise
+from boxjax.rl.rollout import (
+    COUNTS,
+    SUM_PREFIX,
+    RolloutState,
+    Transition,
+    network_policy,
+    rollout,
+    world_noise,
+)
 
 
 @struct.dataclass
@@ -116,8 +124,8 @@ def minibatch_loss(
 ) -> tuple[jax.Array, LossTerms]:
     """(total, terms) of the PPO loss on one minibatch; the network runs in `compute_dtype`, the loss in
     float32. Shared by the fused iteration and the CPU learners. A tanh-squashed policy
-    (`config.tanh_policy`) needs the batch's `entropy_noise`: its entropy is estimated at a fresh sample,
-    as Brax's."""
+    (`config.action_distribution` "tanh_normal") needs the batch's `entropy_noise`: its entropy is estimated
+    at a fresh sample, as Brax's."""
     obs = normalizer(mb.obs, config.normalize_observations)
     if compute_dtype != jnp.float32:
         params = jax.tree.map(lambda x: x.astype(compute_dtype), params)
@@ -176,9 +184,9 @@ def update(
     optimizer = make_optimizer(config)
     normalizer = train_state.normalizer
     local_advantages = config.normalize_advantages and shards is None
-    in_unrolls = config.brax_advantages
+    in_unrolls = config.batch_layout == "unrolls"
     if in_unrolls and shards is not None:
-        raise ValueError("PPOConfig.brax_advantages runs on one device")
+        raise ValueError("PPOConfig.batch_layout 'unrolls' runs on one device")
 
     def loss_fn(params, mb: LossBatch | UnitBatch) -> tuple[jax.Array, LossTerms]:
         if in_unrolls:
@@ -301,8 +309,8 @@ def make_batch(
     net: ActorCritic, config: PPOConfig, params: Any, normalizer: Normalizer, traj: Transition
 ) -> LossBatch | UnitBatch:
     """The update's batch of the trajectory: single transitions with their GAE (`advantages_and_batch`), or
-    with `config.brax_advantages` unrolls whose advantages the loss computes (`unrolls.unit_batch`)."""
-    if config.brax_advantages:
+    with `config.batch_layout` "unrolls" unrolls whose advantages the loss computes (`unrolls.unit_batch`)."""
+    if config.batch_layout == "unrolls":
         return unrolls.unit_batch(config, traj)
     return advantages_and_batch(net, config, params, normalizer, traj)
 
@@ -392,10 +400,9 @@ def train_iteration(
     rollout_state, traj, summary, env_metrics = rollout(
         env,
         params_now,
-        net,
-        train_state.params,
-        train_state.normalizer,
-        config.normalize_observations,
+        network_policy(
+            net, train_state.params, train_state.normalizer, config.normalize_observations, shards
+        ),
         rollout_state,
         rollout_key,
         config.unroll_length,

@@ -1,4 +1,4 @@
-"""Brax PPO's update layout (`PPOConfig.brax_advantages`): minibatches of whole unrolls of consecutive
+"""Brax PPO's update layout (`PPOConfig.batch_layout` "unrolls"): minibatches of whole unrolls of consecutive
 steps of one world, their advantages computed in the loss with the current value network at every gradient
 step (`losses.brax_gae`), as Brax's `compute_ppo_loss` does. The fused iteration's default computes GAE
 once per iteration and shuffles single transitions (`train_step.advantages_and_batch`)."""

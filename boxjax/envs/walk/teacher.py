@@ -98,8 +98,11 @@ def _check_task(directory: str, meta: dict[str, Any], body: str) -> None:
         problems.append(f"task: checkpoint is {meta.get('env')!r}, a teacher must be {TASK!r}")
     if meta.get("body") != body:
         problems.append(f"body: checkpoint has {meta.get('body')!r}, this run has {body!r}")
-    if meta.get("ppo", {}).get("tanh_policy"):
-        problems.append("ppo.tanh_policy: checkpoint has True, a teacher acts with the clipped normal policy")
+    distribution = meta.get("ppo", {}).get("action_distribution", "clipped_normal")
+    if distribution != "clipped_normal":
+        problems.append(
+            f"ppo.action_distribution: checkpoint has {distribution!r}, a teacher acts with clipped_normal"
+        )
     _mismatch(directory, problems)
 
 

@@ -332,12 +332,12 @@ def train(
             f"PPOConfig.reset_every {config.reset_every} / restart_on_draw {config.restart_on_draw}: the CPU "
             "path resets each world as its episode ends (1 / False); a reset pool is the fused GPU path's"
         )
-    if config.tanh_policy:
+    if config.action_distribution != "clipped_normal":
         raise ValueError(
-            "PPOConfig.tanh_policy: the CPU path's learners train the clipped normal policy only"
+            "PPOConfig.action_distribution: the CPU path's learners train the clipped normal policy only"
         )
-    if config.brax_advantages:
-        raise ValueError("PPOConfig.brax_advantages: the CPU path's learners take single transitions only")
+    if config.batch_layout != "transitions":
+        raise ValueError("PPOConfig.batch_layout: the CPU path's learners take single transitions only")
     if config.obs_normalizer != "boxjax":
         raise ValueError(
             f"PPOConfig.obs_normalizer {config.obs_normalizer!r}: the CPU path's learners keep boxjax's "
