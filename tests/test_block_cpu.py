@@ -1,8 +1,9 @@
 """The block task on the CPU path: `boxjax.envs.cpu.CpuEnv` (MuJoCo C physics around the JAX task code)
-against `BlockEnv` on MJX's JAX physics, its restarts, and ``boxjax train --task block` --platform cpu`.
+against `BlockEnv` on MJX's JAX physics, its restarts, and `boxjax train --task block --platform cpu`.
 
 Simple body, 4 worlds, 12-step episodes. CPU environments of one config share their compiled functions,
-so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once.
+so the file compiles the CPU step and reset once (the CLI run reuses them) and the MJX step once. The punch
+outcomes of whole episodes on both engines: `test_block_outcomes.py`.
 """
 
 import dataclasses

@@ -229,7 +229,9 @@ def test_teacher_refuses_another_body_or_task(walk_run, tmp_path):
     with pytest.raises(FileNotFoundError):
         teacher.load_teacher(str(tmp_path / "missing"), "simple")
     squashed = {"env": "walk", "body": "simple", "ppo": {"action_distribution": "tanh_normal"}}
-    with pytest.raises(checkpoint.CheckpointMismatchError, match="tanh_normal., a teacher acts with clipped_normal"):
+    with pytest.raises(
+        checkpoint.CheckpointMismatchError, match="tanh_normal., a teacher acts with clipped_normal"
+    ):
         teacher._check_task("walker", squashed, "simple")
 
 
