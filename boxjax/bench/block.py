@@ -52,11 +52,11 @@ import time
 from boxjax.bench import rows as bench_rows
 from boxjax.bench import trace_report
 from boxjax.cli.common import field_values, run_main
+from boxjax.envs.block import training
 
 VARIANTS = ("full", "physics", "no_vision", "no_scoring")
 ITERATION_PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
 """Iteration table columns (s per iteration); other = collect - physics - vision - scoring - IK - teacher."""
-DISTILL_COEF = 0.1
 _START_S = time.perf_counter()
 
 
@@ -325,7 +325,7 @@ def time_iteration(
         unroll_length=unroll,
         num_epochs=case.epochs,
         minibatch_size=min(case.minibatch, worlds * unroll),
-        distill_coef=DISTILL_COEF if teacher else 0.0,
+        distill_coef=training.DISTILL_COEF if teacher else 0.0,
     )
     key = jax.random.PRNGKey(0)
     zeros = jnp.zeros((worlds,), jnp.float32)
@@ -524,9 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         "minibatch": args.minibatch,
         "commit": bench_rows.commit(),
     }
-    os.makedirs(args.out, exist_ok=True)
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    path = os.path.join(args.out, f"block-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "block", device, date)
     rows = []
     with open(path, "a") as f:
         for body, opponent in ((b, o) for b in bodies for o in opponents):

@@ -391,12 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.platform == "cpu":
         labels["cores"] = os.cpu_count()
     new = rows(curves, labels)
-    os.makedirs(args.out, exist_ok=True)
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    path = os.path.join(args.out, f"compare-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "compare", device, date)
     with open(path, "a") as f:
         f.writelines(json.dumps(row) + "\n" for row in new)
-    picture = args.plot or os.path.join(args.out, f"compare-{args.env}-{slug}-{date[:10]}.png")
+    picture = args.plot or os.path.join(
+        args.out, f"compare-{args.env}-{bench_rows.device_slug(device)}-{date[:10]}.png"
+    )
     plot(curves, args.env, picture)
     with open(os.path.splitext(picture)[0] + ".json", "w") as f:
         json.dump({c.framework: c.points for c in curves}, f)

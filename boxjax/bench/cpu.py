@@ -301,9 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     device, available = device_name(), len(os.sched_getaffinity(0))
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     command = "python experiments/bench_cpu.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"cpu-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "cpu", device, date)
     common = {"bench": "cpu", "device": device, "body": args.body, "task": args.task, "date": date}
     common["versions"] = versions()
     common["commit"] = bench_rows.commit()

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import run_main
 
 WORKER = "import sys; from boxjax.bench import factor; sys.exit(factor.main(sys.argv[1:]))"
@@ -209,9 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions(),
     }
     bodies = ["synthetic"] if args.model == "synthetic" else args.bodies.split(",")
-    os.makedirs(args.out, exist_ok=True)
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    path = os.path.join(args.out, f"factor-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "factor", device, date)
     with open(path, "a") as f:
 
         def emit(body, worlds, metric, value, unit, variant):

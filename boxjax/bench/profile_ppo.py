@@ -187,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.platform == "cpu":
         labels["cores"] = os.cpu_count()
     rows = [{**labels, "framework": f, "metric": m, "value": v, "unit": u} for f, m, v, u in parts]
-    os.makedirs(args.out, exist_ok=True)
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    path = os.path.join(args.out, f"profile-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "profile", device, date)
     with open(path, "a") as f:
         f.writelines(json.dumps(row) + "\n" for row in rows)
     for row in rows:

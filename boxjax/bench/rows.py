@@ -87,6 +87,18 @@ def commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def device_slug(device: str) -> str:
+    """A device name as a file-name part: lower case, every run of other characters a dash."""
+    return "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
+
+
+def rows_path(out: str, bench: str, device: str, date: str) -> str:
+    """The rows file of one bench on one device and day, `out/<bench>-<device slug>-<YYYY-MM-DD>.jsonl`
+    (`out` created)."""
+    os.makedirs(out, exist_ok=True)
+    return os.path.join(out, f"{bench}-{device_slug(device)}-{date[:10]}.jsonl")
+
+
 def factor_ran(rows: list[tuple[str, float, str]]) -> str:
     """ "fused" when a measurement's rows show our factorisation kernel ran, else "stock" (what ran, not
     what was asked)."""

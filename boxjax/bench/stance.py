@@ -19,7 +19,7 @@ import sys
 import time
 
 from boxjax.bench import rows as bench_rows
-from boxjax.cli.common import run_main
+from boxjax.cli import common as cli_common
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -33,7 +33,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
-    p.add_argument("--factor", choices=("auto", "fused", "stock"), default="auto")
+    cli_common.add_factor_argument(p)
     p.add_argument(
         "--devices",
         default="1",
@@ -220,13 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not gpu:
         common["cores"] = os.cpu_count()
-    os.makedirs(args.out, exist_ok=True)
-    slug = "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
-    path = os.path.join(args.out, f"stance-{slug}-{date[:10]}.jsonl")
+    path = bench_rows.rows_path(args.out, "stance", device, date)
     rows = []
     with open(path, "a") as f:
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
-            fused = {"auto": None, "fused": True, "stock": False}[args.factor]
+            fused = cli_common.fused_factor(args)
             measured = measure(body, worlds, args.unroll, args.repeats, fused, devices)
             for metric, value, unit in measured:
                 row = {
@@ -249,4 +247,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_main(main))
+    raise SystemExit(cli_common.run_main(main))

@@ -10,9 +10,10 @@ Rows go to results/bench/ (JSON Lines), one per measurement, naming device, body
 from __future__ import annotations
 
 import importlib
-import shutil
 import subprocess
 import sys
+
+from boxjax.bench import rows
 
 TOOLS = {
     "stance": "the stance task's speed table (steps/s, s/iteration, $ per 1,000 iterations)",
@@ -30,13 +31,6 @@ TOOLS = {
     "profile_ppo": "the PPO update's phases, ours and Brax's",
 }
 """`boxjax bench TOOL`: modules of `boxjax.bench`, each with `main(argv)`, and what they measure."""
-
-
-def has_gpu() -> bool:
-    """Whether an NVIDIA GPU answers here (`nvidia-smi -L`)."""
-    if shutil.which("nvidia-smi") is None:
-        return False
-    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
 def default_tools(gpu: bool) -> tuple[str, ...]:
@@ -62,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv:
         return run_tool(argv[0], argv[1:])
-    for tool in default_tools(has_gpu()):  # each in its own process: each sets up JAX its own way
+    for tool in default_tools(rows.has_gpu()):  # each in its own process: each sets up JAX its own way
         status = subprocess.run([sys.executable, "-m", f"boxjax.bench.{tool}"]).returncode
         if status:
             return status
