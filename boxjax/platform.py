@@ -38,7 +38,7 @@ def configure(platform: str, cache: str | None = None) -> str:
     """Select the JAX platform and point JAX's and Warp's caches at one folder; returns that folder.
     For "gpu", `check_gpu` first makes sure there is one (`PlatformError` otherwise).
 
-    Call before importing anything that creates JAX arrays (`boxjax.envs`, `boxjax.rl`).
+    Call before anything creates JAX arrays (JAX may be imported already: its platform option is set too).
     """
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r}; valid: {', '.join(PLATFORMS)}")
@@ -50,6 +50,9 @@ def configure(platform: str, cache: str | None = None) -> str:
     add_xla_flags(CPU_XLA_FLAGS if platform == "cpu" else GPU_XLA_FLAGS)
     import jax
 
+    # JAX reads $JAX_PLATFORMS when it is imported: set the option too, so the choice holds for a JAX that a
+    # command's own imports (a task's training defaults, `boxjax.envs`) brought in first
+    jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
     jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "jax"))
     # every program, however quick to compile: the many small ones (inits, resets, the CPU path's worker
     # functions) add up; on the CPU block path this halved the warm set-up (10.9 s -> 5.5-6.5 s)

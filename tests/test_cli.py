@@ -81,6 +81,19 @@ def test_importing_the_networks_starts_no_jax_backend():
     assert out.returncode == 0 and out.stdout.strip() == "{}", out.stderr
 
 
+def test_the_platform_holds_when_a_command_imported_jax_first(tmp_path):
+    """The training commands import their task's defaults (and so JAX) before `platform.configure`: the
+    platform it selects must still be the one JAX starts on."""
+    code = (
+        "import boxjax.cli.block, jax; from boxjax import platform; "
+        f"platform.configure('cpu', {str(tmp_path)!r}); "
+        "print(jax.config.jax_platforms, jax.default_backend())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["cpu", "cpu"], out.stderr
+
+
 @pytest.mark.parametrize("config", [StanceConfig, BlockConfig, WalkConfig, PPOConfig])
 def test_every_numeric_config_field_has_a_range(config):
     covered = set(config.RANGES) | set(getattr(config, "BASE_RANGES", {}))
