@@ -223,3 +223,22 @@ def test_the_boxjax_command_runs_as_a_module():
         [sys.executable, "-m", "boxjax", "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "boxjax train --task stance|block|walk" in done.stdout
+
+
+def test_factor_flag_maps_to_the_factorisation_arguments():
+    import argparse
+
+    from boxjax.cli import common
+
+    parser = argparse.ArgumentParser()
+    common.add_factor_argument(parser)
+    expected = {
+        "auto": (None, "large"),
+        "fused": (True, "large"),
+        "stock": (False, "large"),
+        "fused-all": (True, "all"),
+    }
+    for flag, (fused, trees) in expected.items():
+        options = common.factor_options(parser.parse_args(["--factor", flag]))
+        assert options == {"fused_factor": fused, "fused_factor_trees": trees}
+    assert set(expected) == set(common.FACTORS)

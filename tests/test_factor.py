@@ -44,9 +44,14 @@ def _rel(a, b) -> float:
 
 
 def _model(body: str) -> mujoco.MjModel:
-    """The synthetic tree, or a boxjax body (skipped while `boxjax.mjcf` cannot build it)."""
+    """The synthetic tree, the two-fighter block world ("sparring": muscular against the simple opponent,
+    and the bag), or a boxjax body (skipped while `boxjax.mjcf` cannot build it)."""
     if body == "synthetic":
         return synthetic.tree_model()
+    if body == "sparring":
+        from boxjax.mjcf import sparring
+
+        return sparring.build("muscular").model
     try:
         from boxjax import mjcf
 
@@ -391,15 +396,76 @@ def test_factor_solve_jax(body):
     _check([np.asarray(a) for a in got], s)
 
 
+def test_all_trees_put_the_opponent_in_our_launch():
+    """`fused_factor_trees="all"`: in the two-fighter world the opponent's 43-DoF tree leaves MuJoCo Warp's
+    tile Cholesky for the sparse path our kernel takes (only the bag's 3 dofs stay on the block path); the
+    schedule covers both fighters under MuJoCo Warp's fingerprint, our kernel matches MuJoCo's float64
+    factor and solve there (RTOL), and the dense limit is restored afterwards, even on an error."""
+    from mujoco.mjx.third_party import mujoco_warp as mjw
+    from mujoco.mjx.third_party.mujoco_warp._src import io, types
+
+    model = _model("sparring")
+    limit = types.M_BLOCK_DENSE_MAX
+    assert io.m_block_layout(model)["gather_tiles"] == {43: [89]}  # as MuJoCo Warp lays it out alone
+    with factor_patch.all_trees_on_sparse_path():
+        layout = io.m_block_layout(model)
+        schedule = factor_patch.register(model)
+        with wp.ScopedDevice("cpu"):
+            m = mjw.put_model(model)
+    assert types.M_BLOCK_DENSE_MAX == limit
+    assert not layout["gather_tiles"] and layout["total"] == 9  # the bag's 3 x 3 alone
+    sparse = layout["dof_adr"] == types.Q_LD_BLOCK_SPARSE
+    assert sparse.sum() == 89 + 43
+    assert schedule.fingerprint == factor_patch._capture_fingerprint(m, wp.empty((1, model.nC), dtype=float))
+    s = _samples(model, 3)
+    entry = sparse[np.repeat(np.arange(model.nv), model.M_rownnz)]
+    L, dinv, x = _warp_run(schedule, s["M"], s["y"], "cpu")
+    for w in range(len(s["M"])):
+        assert _rel(L[w][entry], s["qLD"][w][entry]) <= RTOL
+        assert _rel(dinv[w][sparse], s["qLDiagInv"][w][sparse]) <= RTOL
+        assert _rel(x[w][sparse], s["x"][w][sparse]) <= RTOL  # both fighters solved by our kernel
+    with pytest.raises(RuntimeError), factor_patch.all_trees_on_sparse_path():
+        raise RuntimeError
+    assert types.M_BLOCK_DENSE_MAX == limit
+
+
+def test_all_trees_needs_our_factorisation_on_warp():
+    from boxjax.physics.mjx import PhysicsConfig
+
+    with pytest.raises(ValueError, match="unknown fused_factor_trees 'some'; valid: large, all"):
+        PhysicsConfig(impl="warp", fused_factor_trees="some")
+    for impl, fused in (("jax", None), ("warp", False)):
+        with pytest.raises(ValueError, match="needs impl 'warp' with our factorisation on"):
+            PhysicsConfig(impl=impl, fused_factor=fused, fused_factor_trees="all")
+    assert PhysicsConfig(impl="warp", fused_factor_trees="all").fused_factor_trees == "all"
+
+
 def _joint_angles(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
     """(..., nhinge) hinge and slide coordinates of a qpos array (..., nq)."""
     hinge = [model.jnt_qposadr[j] for j in range(model.njnt) if model.jnt_type[j] in (2, 3)]
     return qpos[..., hinge]
 
 
+VARIANTS = ("stock", "fused", "fused-all")
+"""MuJoCo Warp's own factorisation, ours on the 89-DoF trees, ours on every tree of more than 6 dofs."""
+
+
+def _put(model: mujoco.MjModel, variant: str, nworld: int):
+    """(MJX model, one-world data) of `model` with MuJoCo Warp for `variant` (`VARIANTS`)."""
+    from mujoco import mjx
+
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if variant != "stock":
+        factor_patch.install()
+    with factor_patch.all_trees_on_sparse_path(variant == "fused-all"):
+        mx = quiet(mjx.put_model(model, impl="warp"))
+        return mx, mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+
+
 def episode(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> np.ndarray:
     """(steps, nworld, nq) qpos of an episode of vmapped `mjx.step` (impl="warp") with fixed random-walk
-    position targets; `variant` "fused" installs our factorisation first, "stock" does not."""
+    position targets; `variant` one of `VARIANTS`."""
     return _trace(body, variant, steps, nworld, seed)[0]
 
 
@@ -409,11 +475,8 @@ def _trace(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> t
     import jax.numpy as jnp
     from mujoco import mjx
 
-    if variant == "fused":
-        factor_patch.install()
     model = _model(body)
-    mx = quiet(mjx.put_model(model, impl="warp"))
-    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+    mx, d0 = _put(model, variant, nworld)
     key = np.random.default_rng(seed)
     data = mujoco.MjData(model)
     if model.nkey and body != "synthetic":
@@ -434,17 +497,13 @@ def _trace(body: str, variant: str, steps: int, nworld: int, seed: int = 0) -> t
 
 def steps_from(body: str, variant: str, states: dict, steps: int) -> np.ndarray:
     """(steps, nworld, nq) qpos of `steps` vmapped `mjx.step`s (impl="warp") from the (nworld, nq) `qpos`,
-    (nworld, nv) `qvel` and (nworld, nu) `ctrl` in `states`, ctrl held; "fused" installs our factorisation."""
+    (nworld, nv) `qvel` and (nworld, nu) `ctrl` in `states`, ctrl held; `variant` one of `VARIANTS`."""
     import jax
     import jax.numpy as jnp
     from mujoco import mjx
 
-    if variant == "fused":
-        factor_patch.install()
     model = _model(body)
-    mx = quiet(mjx.put_model(model, impl="warp"))
-    nworld = len(states["qpos"])
-    d0 = mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
+    mx, d0 = _put(model, variant, len(states["qpos"]))
     dd = jax.vmap(lambda q, v, c: d0.replace(qpos=q, qvel=v, ctrl=c))(
         *(jnp.asarray(states[k], jnp.float32) for k in ("qpos", "qvel", "ctrl"))
     )
@@ -508,7 +567,7 @@ def test_gpu_episode_matches_stock(name):
     model = _model(name)
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
-            v: _episode_subprocess(name, v.split("-")[0], 1000, 8, os.path.join(tmp, f"{v}.npy"))
+            v: _episode_subprocess(name, v.removesuffix("-again"), 1000, 8, os.path.join(tmp, f"{v}.npy"))
             for v in ("stock", "fused", "stock-again")
         }
     angles = {v: _joint_angles(model, q) for v, q in runs.items()}
@@ -521,20 +580,24 @@ def test_gpu_episode_matches_stock(name):
 
 @pytest.mark.gpu
 @needs_gpu
-def test_gpu_steps_from_identical_states_match_stock():
-    """The muscular body: 32 states from a stock episode (8 worlds at steps 50, 100, 150, 200 of random-walk
-    targets), then 1 and 5 physics steps from each with our factorisation and with stock's, in separate
-    processes; a second stock run gives the noise floor."""
-    name = "muscular"
+@pytest.mark.parametrize(("name", "fused"), [("muscular", "fused"), ("sparring", "fused-all")])
+def test_gpu_steps_from_identical_states_match_stock(name, fused):
+    """32 states from a stock episode (8 worlds at steps 50, 100, 150, 200 of random-walk targets), then 1
+    and 5 physics steps from each with our factorisation (on the muscular body; on both fighters of the
+    block world with "fused-all") and with stock's, in separate processes; a second stock run gives the
+    noise floor."""
     model = _model(name)
     with tempfile.TemporaryDirectory() as tmp:
         trace = _episode_subprocess(name, "states", 200, 8, os.path.join(tmp, "states.npz"))
         states = {k: trace[k] for k in ("qpos", "qvel", "ctrl")}
         np.savez(os.path.join(tmp, "from.npz"), **states)
         runs = {
-            v: dict(_episode_subprocess(name, v.split("-")[0], 5, 0, f"{tmp}/{v}.npz", f"{tmp}/from.npz"))
-            for v in ("stock", "fused", "stock-again")
+            v: dict(
+                _episode_subprocess(name, v.removesuffix("-again"), 5, 0, f"{tmp}/{v}.npz", f"{tmp}/from.npz")
+            )
+            for v in ("stock", fused, "stock-again")
         }
+    runs["fused"] = runs.pop(fused)
     # our kernel ran for every world at every step of the fused run, and never in the stock ones
     assert int(runs["fused"]["factorizations"]) >= 5 * 32 and int(runs["stock"]["factorizations"]) == 0
     angles = {v: _joint_angles(model, r["qpos"]) for v, r in runs.items()}

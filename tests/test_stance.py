@@ -216,6 +216,31 @@ def test_the_convex_collision_cap_reaches_every_engine_and_the_run_description()
         envs.make("stance", body="simple", ccd_iterations=0)
 
 
+def test_the_named_solver_options_reach_every_engine_and_the_run_description():
+    """`solver` and `solver_iterations` (named options that change the physics) set the model's solver
+    for MJX and MuJoCo C and are recorded; as built (Newton, the seed's cap) runs describe themselves as
+    before."""
+    import mujoco
+
+    from boxjax.envs.cpu import CpuEnv
+    from boxjax.mjcf import SOLVER_ITERATIONS
+
+    built = envs.make("stance", body="simple", impl="jax")
+    assert built.mj_model.opt.iterations == SOLVER_ITERATIONS == 4
+    assert built.mj_model.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON
+    assert not {"solver", "solver_iterations"} & set(built.describe()["config"])
+    fast = envs.make("stance", body="simple", impl="jax", solver="cg", solver_iterations=2)
+    assert fast.default_params().model.opt.iterations == 2
+    assert fast.default_params().model.opt.solver == mujoco.mjtSolver.mjSOL_CG
+    c_model = CpuEnv(fast.config).mj_model
+    assert (c_model.opt.iterations, c_model.opt.solver) == (2, mujoco.mjtSolver.mjSOL_CG)
+    assert {"solver": "cg", "solver_iterations": 2}.items() <= fast.describe()["config"].items()
+    with pytest.raises(ValueError, match="unknown solver 'pgs'; valid: newton, cg"):
+        envs.make("stance", body="simple", solver="pgs")
+    with pytest.raises(ValueError, match="solver_iterations"):
+        envs.make("stance", body="simple", solver_iterations=0)
+
+
 def test_fused_stance_iteration_runs_without_retrace():
     e = env()
     key = jax.random.PRNGKey(0)

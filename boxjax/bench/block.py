@@ -51,6 +51,7 @@ import time
 
 from boxjax.bench import rows as bench_rows
 from boxjax.bench import trace_report
+from boxjax.cli import common as cli_common
 from boxjax.cli.common import field_values, run_main
 from boxjax.envs.block import training
 
@@ -107,6 +108,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="MuJoCo Warp calls per control step: one per physics substep (MJX's own, default) or one for "
         "all of them; 'one' with --iteration-only",
     )
+    cli_common.add_factor_argument(p)
     p.add_argument(
         "--mj-option",
         action="append",
@@ -518,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         "substep_calls": args.substep_calls,
         "mj_options": args.mj_option,
         "task_options": args.env,
+        "factor_asked": args.factor,
         "rule": "fast" if args.env or args.mj_option else "seed",
         "ccd_iterations": args.mj_option.get("ccd_iterations", boxer.CCD_ITERATIONS),
         "epochs": args.epochs,
@@ -533,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
                 "substeps_in_one_call": args.substep_calls == "one",
                 "mj_options": args.mj_option,
                 "opponent": opponent,
+                **cli_common.factor_options(args),
                 **args.env,
             }
             for worlds, unroll in shapes:

@@ -43,15 +43,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure(
-    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None, devices: int = 1
+    body: str, worlds: int, unroll: int, repeats: int, factor: dict, devices: int = 1
 ) -> list[tuple[str, float, str]]:
-    """All stance figures of one body at one world count: [(metric, value, unit)].
+    """All stance figures of one body at one world count: [(metric, value, unit)]; `factor` holds
+    `envs.make`'s factorisation arguments (`cli.common.factor_options`).
 
     With `devices` > 1 the worlds are split over that many devices (`boxjax.rl.sharding`) and only the
     whole iteration is timed (set-up, compile, s/iteration, steps/s, overflow).
     """
     if devices > 1:
-        return measure_sharded(body, worlds, unroll, repeats, fused, devices)
+        return measure_sharded(body, worlds, unroll, repeats, factor, devices)
     import jax
     import jax.numpy as jnp
 
@@ -65,7 +66,7 @@ def measure(
 
     rows = []
     tick = time.perf_counter()
-    env = envs.make("stance", body=body, num_worlds=worlds, fused_factor=fused)
+    env = envs.make("stance", body=body, num_worlds=worlds, **factor)
     params = env.default_params()
     minibatch = min(2048, worlds * unroll)
     config = ppo.PPOConfig(num_envs=worlds, unroll_length=unroll, minibatch_size=minibatch)
@@ -125,7 +126,7 @@ def measure(
 
 
 def measure_sharded(
-    body: str, worlds: int, unroll: int, repeats: int, fused: bool | None, devices: int
+    body: str, worlds: int, unroll: int, repeats: int, factor: dict, devices: int
 ) -> list[tuple[str, float, str]]:
     """Whole-iteration figures with the worlds split over `devices` devices."""
     import jax
@@ -141,7 +142,7 @@ def measure_sharded(
         num_envs=worlds, unroll_length=unroll, minibatch_size=minibatch, num_devices=devices
     )
     per_device = sharding.worlds_per_device(config, devices)
-    env = envs.make("stance", body=body, num_worlds=per_device, fused_factor=fused)
+    env = envs.make("stance", body=body, num_worlds=per_device, **factor)
     key = jax.random.PRNGKey(0)
     dp = sharding.DataParallel(env, config, env.default_params(), sharding.resolve_devices(devices))
     ts, rs = dp.replicate(init_train_state(env, config, key)), dp.init_rollout(key)
@@ -224,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with open(path, "a") as f:
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
-            fused = cli_common.fused_factor(args)
-            measured = measure(body, worlds, args.unroll, args.repeats, fused, devices)
+            factor = cli_common.factor_options(args)
+            measured = measure(body, worlds, args.unroll, args.repeats, factor, devices)
             for metric, value, unit in measured:
                 row = {
                     **common,

@@ -146,7 +146,7 @@ def build(args):
         body=args.body,
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, devices),
-        fused_factor=common.fused_factor(args),
+        **common.factor_options(args),
         graph_mode=args.graph_mode,
         **fields,
     )

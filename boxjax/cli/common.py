@@ -80,9 +80,10 @@ def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
     return p
 
 
-FACTORS = {"auto": None, "fused": True, "stock": False}
+FACTORS = {"auto": None, "fused": True, "stock": False, "fused-all": True}
 """`--factor` values: MuJoCo Warp's mass-matrix factorisation, ours fused in one launch or its own (auto:
-fused for the 89-DoF bodies), as `boxjax.envs.make`'s `fused_factor`."""
+fused for the 89-DoF bodies), as `boxjax.envs.make`'s `fused_factor`; "fused-all": ours for every tree of
+more than 6 dofs (the block world's opponent too: `fused_factor_trees` "all")."""
 
 
 def add_factor_argument(parser: argparse.ArgumentParser) -> None:
@@ -91,13 +92,17 @@ def add_factor_argument(parser: argparse.ArgumentParser) -> None:
         "--factor",
         choices=tuple(FACTORS),
         default="auto",
-        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies)",
+        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies; fused-all: ours for "
+        "every tree of more than 6 dofs, the opponent's too)",
     )
 
 
-def fused_factor(args: argparse.Namespace) -> bool | None:
-    """`boxjax.envs.make`'s `fused_factor` for `--factor`."""
-    return FACTORS[args.factor]
+def factor_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`boxjax.envs.make`'s factorisation arguments for `--factor` (`fused_factor`, `fused_factor_trees`)."""
+    return {
+        "fused_factor": FACTORS[args.factor],
+        "fused_factor_trees": "all" if args.factor == "fused-all" else "large",
+    }
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:

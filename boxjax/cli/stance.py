@@ -148,8 +148,8 @@ def train_gpu(args, config, options: dict, out: str, run):
     from boxjax import envs
     from boxjax.rl import ppo
 
-    fused = common.fused_factor(args)
-    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, fused_factor=fused, **options)
+    factor = common.factor_options(args)
+    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, **factor, **options)
     print(
         f"stance: body={args.body} impl={env.backend.impl} worlds={config.num_envs} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",

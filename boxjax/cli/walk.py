@@ -34,13 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     config = ppo.PPOConfig(**{**training.ppo_defaults(args.platform), **common.ppo_overrides(args)})
     options = common.field_values(args.env, WalkConfig())
     devices = sharding.resolve_devices(config.num_devices)
-    fused = common.fused_factor(args)
     env = envs.make(
         "walk",
         body=args.body,
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, len(devices)),
-        fused_factor=fused,
+        **common.factor_options(args),
         **options,
     )
     name = args.name or f"walk-{args.body}-{args.platform}-{config.num_envs}"

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import mujoco
 from flax import struct
 
 from boxjax import mjcf
@@ -60,8 +61,18 @@ class TaskConfig:
         "control_dt_s": POSITIVE,
         "episode_s": POSITIVE,
         "ccd_iterations": COUNT,
+        "solver_iterations": COUNT,
     }
-    AS_BUILT: ClassVar[dict[str, Any]] = {"ccd_iterations": mjcf.CCD_ITERATIONS}
+    SOLVERS: ClassVar[dict[str, int]] = {
+        "newton": mujoco.mjtSolver.mjSOL_NEWTON,
+        "cg": mujoco.mjtSolver.mjSOL_CG,
+    }
+    """The constraint solvers a task may name (`solver`), as MuJoCo's enum."""
+    AS_BUILT: ClassVar[dict[str, Any]] = {
+        "ccd_iterations": mjcf.CCD_ITERATIONS,
+        "solver": "newton",
+        "solver_iterations": mjcf.SOLVER_ITERATIONS,
+    }
     """Fields whose default is the model as `boxjax.mjcf` builds it: `to_dict` leaves them out at that
     value, so runs from before the field existed describe themselves as before (their checkpoints resume)."""
 
@@ -75,11 +86,20 @@ class TaskConfig:
     """Cap on the model's convex-collision (GJK/EPA) iterations for MuJoCo Warp and MuJoCo C (MJX's JAX
     collision has none); the bodies are built with `boxjax.mjcf.CCD_ITERATIONS`, MuJoCo's default is 35
     (the learning check of the cap runs both)."""
+    solver: str = "newton"
+    """The constraint solver, one of `SOLVERS`: "newton" as built (the seed's); "cg" (conjugate gradient: no
+    dense Hessian, cheaper iterations, a different solution at the same cap) changes the physics, a named
+    option for speed, never a default."""
+    solver_iterations: int = mjcf.SOLVER_ITERATIONS
+    """Cap on the constraint solver's iterations, `mjcf.SOLVER_ITERATIONS` as built (the seed's 4); a lower
+    cap changes the physics (a named option for speed: every block world runs to the cap)."""
 
     def __post_init__(self) -> None:
-        """Reject an unknown body (naming the valid ones) and any field outside its range."""
+        """Reject an unknown body or solver (naming the valid ones) and any field outside its range."""
         if self.body not in mjcf.BODIES:
             raise ValueError(f"unknown body {self.body!r}; valid: {', '.join(mjcf.BODIES)}")
+        if self.solver not in self.SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; valid: {', '.join(self.SOLVERS)}")
         check_fields(self, {**self.BASE_RANGES, **self.RANGES})
 
     @property
@@ -100,6 +120,8 @@ class TaskConfig:
         """Sets this config's MuJoCo options on the task's freshly built `mj_model` (before it goes to a
         physics engine)."""
         mj_model.opt.ccd_iterations = self.ccd_iterations
+        mj_model.opt.solver = self.SOLVERS[self.solver]
+        mj_model.opt.iterations = self.solver_iterations
 
     def to_dict(self) -> dict:
         """JSON-friendly copy (fields of `AS_BUILT` left out at that value)."""

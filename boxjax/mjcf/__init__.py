@@ -21,7 +21,7 @@ Contact budgets: `CONTACT_BUDGET[body]` (one fighter), `PAIR_BUDGET[body]` (two 
 """
 
 from boxjax.mjcf.arena import build
-from boxjax.mjcf.boxer import BODIES, CCD_ITERATIONS, boxer_spec
+from boxjax.mjcf.boxer import BODIES, CCD_ITERATIONS, SOLVER_ITERATIONS, boxer_spec
 from boxjax.mjcf.budget import CONTACT_BUDGET, PAIR_BUDGET, ContactBudget
 from boxjax.mjcf.indexing import ArenaIndex, FighterIndex
 
@@ -30,6 +30,7 @@ __all__ = [
     "CCD_ITERATIONS",
     "CONTACT_BUDGET",
     "PAIR_BUDGET",
+    "SOLVER_ITERATIONS",
     "ArenaIndex",
     "ContactBudget",
     "FighterIndex",

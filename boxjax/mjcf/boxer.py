@@ -266,11 +266,16 @@ its own models' tolerance at 1e-6, which MJX's model conversion skips. In float6
 past both in as many iterations, so the step is the same (`tests/test_collision.py`)."""
 
 
+SOLVER_ITERATIONS = 4
+"""Cap on the constraint solver's iterations (Newton): the seed's setting. Tasks may lower it as a named
+option (`TaskConfig.solver_iterations`), which changes the physics."""
+
+
 def set_options(spec: mujoco.MjSpec) -> None:
-    """Sets the solver options every boxjax model uses (dt 5 ms, Newton 4/8 to `SOLVER_TOLERANCE`, pyramidal
-    cone, convex collision capped at `CCD_ITERATIONS`)."""
+    """Sets the solver options every boxjax model uses (dt 5 ms, Newton `SOLVER_ITERATIONS`/8 to
+    `SOLVER_TOLERANCE`, pyramidal cone, convex collision capped at `CCD_ITERATIONS`)."""
     spec.option.timestep = 0.005
-    spec.option.iterations = 4
+    spec.option.iterations = SOLVER_ITERATIONS
     spec.option.ls_iterations = 8
     spec.option.tolerance = SOLVER_TOLERANCE
     spec.option.solver = mujoco.mjtSolver.mjSOL_NEWTON

@@ -10,7 +10,9 @@ Each launch also adds its worlds to a counter on the device, so `factorizations(
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
 
 import mujoco
 import numpy as np
@@ -86,6 +88,23 @@ def register(mj_model: mujoco.MjModel) -> Schedule | None:
 def _dense_max() -> int:
     """MuJoCo Warp's dense-block limit."""
     return factor._types().M_BLOCK_DENSE_MAX
+
+
+@contextlib.contextmanager
+def all_trees_on_sparse_path(enabled: bool = True) -> Iterator[None]:
+    """Within the block (if `enabled`), MuJoCo Warp lays out M with every tree of more than its scalar
+    limit (6 dofs) on its sparse-LDL path, the one our kernel takes, by lowering its dense-block limit to
+    the scalar one: the block world's 43-DoF opponent rides in our launch instead of its tile Cholesky.
+    MuJoCo Warp reads the limit when a model or data is made (`put_model`, `make_data`), never in the step,
+    so make both inside. The factorisation is the same LDLᵀ either way; only who computes it changes."""
+    types = factor._types()
+    limit = types.M_BLOCK_DENSE_MAX
+    if enabled:
+        types.M_BLOCK_DENSE_MAX = types.M_BLOCK_SCALAR_MAX
+    try:
+        yield
+    finally:
+        types.M_BLOCK_DENSE_MAX = limit
 
 
 def _same_tables(a: Schedule, b: Schedule) -> bool:

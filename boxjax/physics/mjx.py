@@ -39,6 +39,11 @@ _SOLVER_CAP_BITS = sum(SOLVER_CAP_BITS.values())
 # MuJoCo Warp's conditional graph nodes, so "jax" is not offered.
 GRAPH_MODES = ("warp", "warp_staged", "warp_staged_ex")
 
+FACTOR_TREES = ("large", "all")
+"""Which kinematic trees our factorisation takes (`PhysicsConfig.fused_factor_trees`): "large", those over
+MuJoCo Warp's dense-block limit (64 dofs: the 89-DoF bodies), the others by its tile Cholesky; "all", every
+tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`), the block world's opponent too."""
+
 
 @dataclasses.dataclass(frozen=True)
 class PhysicsConfig:
@@ -57,6 +62,9 @@ class PhysicsConfig:
     fused_factor: bool | None = None
     """MuJoCo Warp only: our one-launch mass-matrix factorisation (`boxjax.physics.factor`); None = on
     exactly when a kinematic tree exceeds MuJoCo Warp's dense limit (the 89-DoF bodies)."""
+    fused_factor_trees: str = "large"
+    """MuJoCo Warp with our factorisation only: which trees it takes, one of `FACTOR_TREES` (the same LDLᵀ
+    either way)."""
     graph_mode: str | None = None
     """MuJoCo Warp on a GPU only: how Warp captures CUDA graphs, one of `GRAPH_MODES`; None = MJX's default
     ("warp": one graph per set of buffer addresses; the staged modes copy through fixed buffers instead)."""
@@ -73,6 +81,15 @@ class PhysicsConfig:
             raise ValueError(f"unknown graph mode {self.graph_mode!r}; valid: {', '.join(GRAPH_MODES)}")
         if self.graph_mode is not None and self.impl != "warp":
             raise ValueError(f"graph mode {self.graph_mode!r} applies to impl 'warp' only, not {self.impl!r}")
+        if self.fused_factor_trees not in FACTOR_TREES:
+            raise ValueError(
+                f"unknown fused_factor_trees {self.fused_factor_trees!r}; valid: {', '.join(FACTOR_TREES)}"
+            )
+        if self.fused_factor_trees == "all" and (self.impl != "warp" or self.fused_factor is False):
+            raise ValueError(
+                "fused_factor_trees 'all' needs impl 'warp' with our factorisation on "
+                f"(impl {self.impl!r}, fused_factor {self.fused_factor})"
+            )
         for name in ("num_worlds", "contacts_per_world", "njmax", "substeps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"PhysicsConfig.{name} must be positive, got {getattr(self, name)}")
@@ -103,9 +120,12 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         from boxjax.physics import factor_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
-        fused = config.fused_factor
-        factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
-    model = mjx.put_model(mj_model, impl=config.impl, graph_mode=_graph_mode(config))
+        with factor_patch.all_trees_on_sparse_path(config.fused_factor_trees == "all"):
+            fused = config.fused_factor
+            factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
+            model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
+    else:
+        model = mjx.put_model(mj_model, impl=config.impl)
     if config.impl == "warp":
         preload_s = preload.preload_step_modules()
         if preload_s:
@@ -131,12 +151,17 @@ def _graph_mode(config: PhysicsConfig) -> object | None:
 def make_data(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Data:
     """A one-world data template with the contact and constraint slots of `config`."""
     if config.impl == "warp":
-        return mjx.make_data(
-            mj_model,
-            impl="warp",
-            naconmax=config.num_worlds * config.contacts_per_world,
-            njmax=config.njmax,
-        )
+        from boxjax.physics import factor_patch
+
+        with factor_patch.all_trees_on_sparse_path(
+            config.fused_factor_trees == "all"
+        ):  # M's layout, as put_model's
+            return mjx.make_data(
+                mj_model,
+                impl="warp",
+                naconmax=config.num_worlds * config.contacts_per_world,
+                njmax=config.njmax,
+            )
     return mjx.make_data(mj_model, impl="jax")
 
 
