@@ -459,6 +459,25 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
             "metric": "s_per_iteration",
             "value": 0.25,
         },
+        {
+            **common,
+            "task_options": {"solver": "cg"},
+            "factor_trees": "all",
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:03",
+            "metric": "s_per_iteration",
+            "value": 0.2,
+        },
+        {
+            **common,
+            "task_options": {"kind_weights": [1, 0, 0, 0, 0]},  # another task: left out
+            "device": "NVIDIA H200",
+            "commit": "new",
+            "date": "2026-12-05T00:04",
+            "metric": "s_per_iteration",
+            "value": 0.15,
+        },
     ]
     metrics = [
         {
@@ -492,9 +511,33 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
     )
     assert "0.100" not in text  # another shape
     assert "| 0.250 | 131,072 | 0.243 | **lighter world**: the opponent's 25 idle hinges frozen" in text
+    assert (
+        "| 0.200 | 163,840 | 0.194 | **physics changed**: the CG solver (not the seed's rule); our kernel "
+        "factors both fighters (same physics); bench best" in text
+    )
+    assert "0.150" not in text
     assert "| cpu:x86_64 x16 (16 cores) | 0.25 " in text and "| 2.000 | 15,000 | 0.137 |" in text
     # 96 cores: collect 1.5 s x 15 / 95 = 0.237 s, below the measured update (1.0 s), which sets the pace
     assert "**projection**: 96 cores" in text and "| 1.000 | 30,000 | 0.411 | not measured" in text
     assert "| 1.19 | 27,500 | 0.22 |" in text and "| 1.74 | 15,300 | 0.71 |" in text
     with pytest.raises(ValueError, match="none past the 5 of warm-up"):
         seed_table.run_rows(metrics[:5], labels)
+
+
+def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp_path):
+    summary = {
+        "overrides": {"ppo": [], "env": ["solver_iterations=2"]},
+        "factor_trees": "all",
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    labels = seed_table.run_options(str(tmp_path))
+    assert labels == {"task_options": {"solver_iterations": 2}, "factor_trees": "all"}
+    assert seed_table.variant_of(labels) == (
+        "**physics changed**: solver cap 2 iterations (not the seed's rule); our kernel factors both "
+        "fighters (same physics)"
+    )
+    assert seed_table.run_options(str(tmp_path / "none")) == {}
+    summary["overrides"]["env"].append("punch_gap_s=0,0")
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"changed the task \(punch_gap_s\): not the seed's world"):
+        seed_table.run_options(str(tmp_path))

@@ -233,10 +233,10 @@ def test_factor_flag_maps_to_the_factorisation_arguments():
     parser = argparse.ArgumentParser()
     common.add_factor_argument(parser)
     expected = {
-        "auto": (None, "large"),
-        "fused": (True, "large"),
-        "stock": (False, "large"),
-        "fused-all": (True, "all"),
+        "auto": (None, None),
+        "fused": (True, None),
+        "stock": (False, None),
+        "fused-large": (True, "large"),
     }
     for flag, (fused, trees) in expected.items():
         options = common.factor_options(parser.parse_args(["--factor", flag]))

@@ -397,10 +397,11 @@ def test_factor_solve_jax(body):
 
 
 def test_all_trees_put_the_opponent_in_our_launch():
-    """`fused_factor_trees="all"`: in the two-fighter world the opponent's 43-DoF tree leaves MuJoCo Warp's
-    tile Cholesky for the sparse path our kernel takes (only the bag's 3 dofs stay on the block path); the
-    schedule covers both fighters under MuJoCo Warp's fingerprint, our kernel matches MuJoCo's float64
-    factor and solve there (RTOL), and the dense limit is restored afterwards, even on an error."""
+    """`fused_factor_trees` "all" (the default): in the two-fighter world the opponent's 43-DoF tree
+    leaves MuJoCo Warp's tile Cholesky for the sparse path our kernel takes (only the bag's 3 dofs stay on
+    the block path); the schedule covers both fighters under MuJoCo Warp's fingerprint, our kernel matches
+    MuJoCo's float64 factor and solve there (RTOL), and the dense limit is restored afterwards, even on an
+    error."""
     from mujoco.mjx.third_party import mujoco_warp as mjw
     from mujoco.mjx.third_party.mujoco_warp._src import io, types
 
@@ -429,15 +430,24 @@ def test_all_trees_put_the_opponent_in_our_launch():
     assert types.M_BLOCK_DENSE_MAX == limit
 
 
-def test_all_trees_needs_our_factorisation_on_warp():
-    from boxjax.physics.mjx import PhysicsConfig
+def test_which_trees_our_factorisation_takes():
+    """Every tree of more than 6 dofs where our kernel runs (auto: where a tree exceeds 64 dofs), the 89-DoF
+    trees alone with "large"; a choice of trees without our kernel on MuJoCo Warp is an error."""
+    from boxjax.physics import mjx as physics
 
-    with pytest.raises(ValueError, match="unknown fused_factor_trees 'some'; valid: large, all"):
+    PhysicsConfig = physics.PhysicsConfig
+    two_fighters, simple = _model("sparring"), _model("simple")
+    warp = PhysicsConfig(impl="warp")
+    assert physics.all_trees_fused(two_fighters, warp)
+    assert not physics.all_trees_fused(simple, warp)  # no tree over 64 dofs: MuJoCo Warp's own
+    assert not physics.all_trees_fused(two_fighters, PhysicsConfig(impl="warp", fused_factor=False))
+    assert not physics.all_trees_fused(two_fighters, PhysicsConfig(impl="warp", fused_factor_trees="large"))
+    assert physics.all_trees_fused(simple, PhysicsConfig(impl="warp", fused_factor=True))
+    with pytest.raises(ValueError, match="unknown fused_factor_trees 'some'; valid: all, large"):
         PhysicsConfig(impl="warp", fused_factor_trees="some")
     for impl, fused in (("jax", None), ("warp", False)):
         with pytest.raises(ValueError, match="needs impl 'warp' with our factorisation on"):
             PhysicsConfig(impl=impl, fused_factor=fused, fused_factor_trees="all")
-    assert PhysicsConfig(impl="warp", fused_factor_trees="all").fused_factor_trees == "all"
 
 
 def _joint_angles(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
@@ -446,8 +456,9 @@ def _joint_angles(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
     return qpos[..., hinge]
 
 
-VARIANTS = ("stock", "fused", "fused-all")
-"""MuJoCo Warp's own factorisation, ours on the 89-DoF trees, ours on every tree of more than 6 dofs."""
+VARIANTS = ("stock", "fused", "fused-large")
+"""MuJoCo Warp's own factorisation, ours on every tree of more than 6 dofs (the default), ours on the 89-DoF
+trees alone."""
 
 
 def _put(model: mujoco.MjModel, variant: str, nworld: int):
@@ -458,7 +469,7 @@ def _put(model: mujoco.MjModel, variant: str, nworld: int):
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     if variant != "stock":
         factor_patch.install()
-    with factor_patch.all_trees_on_sparse_path(variant == "fused-all"):
+    with factor_patch.all_trees_on_sparse_path(variant == "fused"):
         mx = quiet(mjx.put_model(model, impl="warp"))
         return mx, mjx.make_data(model, impl="warp", naconmax=nworld * 256, njmax=1024)
 
@@ -580,12 +591,14 @@ def test_gpu_episode_matches_stock(name):
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize(("name", "fused"), [("muscular", "fused"), ("sparring", "fused-all")])
+@pytest.mark.parametrize(
+    ("name", "fused"), [("muscular", "fused"), ("sparring", "fused"), ("sparring", "fused-large")]
+)
 def test_gpu_steps_from_identical_states_match_stock(name, fused):
     """32 states from a stock episode (8 worlds at steps 50, 100, 150, 200 of random-walk targets), then 1
-    and 5 physics steps from each with our factorisation (on the muscular body; on both fighters of the
-    block world with "fused-all") and with stock's, in separate processes; a second stock run gives the
-    noise floor."""
+    and 5 physics steps from each with our factorisation (the muscular body; both fighters of the block
+    world, or our fighter alone with "fused-large") and with stock's, in separate processes; a second stock
+    run gives the noise floor."""
     model = _model(name)
     with tempfile.TemporaryDirectory() as tmp:
         trace = _episode_subprocess(name, "states", 200, 8, os.path.join(tmp, "states.npz"))

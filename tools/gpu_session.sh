@@ -302,16 +302,16 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" 2>/dev/null
     ;;
   issue41)  # issue41 STEP: what issue 41 still needs of a GPU, one device call per STEP (on one machine, in order):
-    # 1 the seed-world default benched on this card, then with our kernel factoring the opponent's tree too
-    # (--factor fused-all, same physics); 2 and 3 the default's 9-minute training runs from the shipped
+    # 1 the seed-world default benched on this card (our kernel factoring both fighters), then with our kernel
+    # on our fighter alone (--factor fused-large, the default before 2026-12-06; same physics); 2 and 3 the default's 9-minute training runs from the shipped
     # blocker, seeds 0 and 1 (the noise of item 4); 4 the CPU path on this machine's cores, 9 minutes (item
     # 3); 5 the physics-changing named options benched (solver iteration cap 2, the CG solver); 6 two
     # 8-minute training runs side by side on the card (figures per iteration do not depend on timing): the
-    # default, seed 1, and FAST_ARGS (default "--env solver_iterations=2"), seed 0, both with RUN_ARGS (e.g.
-    # "--factor fused-all"); rows via experiments/seed_table.py --from-run afterwards
+    # default, seed 1, and FAST_ARGS (default "--env solver_iterations=2"), seed 0, both with RUN_ARGS;
+    # PAIR_MINUTES each (default 8, counted from the start); rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
-         SEED_REPEATS=3 SEED_ARGS="--factor fused-all" bash "$0" seedbench ;;
+         SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
       5) SEED_REPEATS=3 SEED_ARGS="${RUN_ARGS:-} --env solver_iterations=2" bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="${RUN_ARGS:-} --env solver=cg" bash "$0" seedbench ;;
       6) fast=${FAST_ARGS:---env solver_iterations=2}
@@ -319,7 +319,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
          for spec in "default 1" "fast 0"; do
            set -- $spec; run=seedrun-$1-seed$2; extra=""; [ "$1" = fast ] && extra=$fast
            XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout 570 python3 experiments/block.py --platform gpu --body muscular \
-             --minutes 8 --iterations 100000 --checkpoint-every 100000 --seed $2 --teacher auto --name $run \
+             --minutes ${PAIR_MINUTES:-8} --iterations 100000 --checkpoint-every 100000 --seed $2 --teacher auto --name $run \
              --init boxjax/data/blockers/block-muscular.msgpack ${RUN_ARGS:-} $extra 2>&1 | grep -v "^Module " \
              > "$OUT/logs/$run.txt" &
          done

@@ -555,10 +555,13 @@ def main(argv: list[str] | None = None) -> int:
                     figures, step_s, first = measure(body, worlds, unroll, args.repeats, physics)
                 if not (args.no_iteration or args.iteration_only):
                     figures += iteration_rows(case, step_s, first, physics)
+                factor = bench_rows.factor_ran(figures)
+                trees = cli_common.factor_trees_ran(args.factor, factor == "fused")
                 for metric, value, unit in figures:
                     row = {
                         **common,
-                        "factor": bench_rows.factor_ran(figures),
+                        "factor": factor,
+                        "factor_trees": trees,
                         "body": body,
                         "opponent": opponent,
                         "worlds": worlds,

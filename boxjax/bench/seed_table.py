@@ -28,9 +28,9 @@ import json
 import os
 import statistics
 
-from boxjax import runs
+from boxjax import mjcf, runs
 from boxjax.bench import rows as bench_rows
-from boxjax.cli.common import run_main
+from boxjax.cli.common import field_values, run_main
 
 SEED_ROWS = (
     {
@@ -117,21 +117,41 @@ def read_rows(paths: list[str]) -> list[dict]:
     return rows
 
 
-FAST_OPTIONS = ({"opponent_freeze_idle": True},)
-"""Task options of bench rows the table shows besides the defaults: our lighter worlds (rule "fast")."""
+PHYSICS_OPTIONS = ("opponent_freeze_idle", "solver", "solver_iterations")
+"""Task options of bench rows the table shows besides the defaults, each a named option that changes the
+physics (rule "fast", labelled as not the seed's rule): the opponent's idle hinges frozen, another
+constraint solver, another solver iteration cap."""
+SEED_WORLD = "seed's world (every hinge of the opponent simulated)"
 
 
-def world_of(row: dict) -> str:
-    """How a row's opponent was built: "frozen" (his idle hinges fixed) or "full" (every hinge)."""
-    frozen = (row.get("task_options") or {}).get("opponent_freeze_idle") or "frozen" in row.get(
-        "opponent_hinges", ""
-    )
-    return "frozen" if frozen else "full"
+def changes_of(row: dict) -> tuple[str, ...]:
+    """What a row changed from the seed's physics, as short notes (empty: the seed's world), from its
+    `task_options` (bench rows and runs) or its `opponent_hinges` label (older training rows)."""
+    options = row.get("task_options") or {}
+    notes = []
+    if options.get("opponent_freeze_idle") or "frozen" in row.get("opponent_hinges", ""):
+        notes.append("**lighter world**: the opponent's 25 idle hinges frozen")
+    if options.get("solver", "newton") != "newton":
+        notes.append(f"**physics changed**: the {options['solver'].upper()} solver")
+    if options.get("solver_iterations", mjcf.SOLVER_ITERATIONS) != mjcf.SOLVER_ITERATIONS:
+        notes.append(f"**physics changed**: solver cap {options['solver_iterations']} iterations")
+    return tuple(notes)
+
+
+def variant_of(row: dict) -> str:
+    """The table's description of a row's world: the seed's, or its `changes_of` (named options, not the
+    seed's rule), and our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
+    same physics)."""
+    changes = changes_of(row)
+    text = "; ".join(changes) + " (not the seed's rule)" if changes else SEED_WORLD
+    if row.get("factor_trees") == "all":
+        text += "; our kernel factors both fighters (same physics)"
+    return text
 
 
 def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(device, commit, world): {metric: value, "date", "repeats"}} of the seed-world bench rows (the
-    defaults or a `FAST_OPTIONS` entry; `world_of`), oldest first."""
+    """{(device, commit, variant): {metric: value, "date", "repeats"}} of the seed-world bench rows (the
+    defaults, or `PHYSICS_OPTIONS` set; `variant_of`), oldest first."""
     keep = [
         r
         for r in rows
@@ -140,12 +160,12 @@ def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
         and r.get("epochs") == 4
         and r.get("minibatch") == 2048
         and not r.get("mj_options")
-        and (not r.get("task_options") or r["task_options"] in FAST_OPTIONS)
+        and set(r.get("task_options") or {}) <= set(PHYSICS_OPTIONS)
         and all(r.get(k) == v for k, v in WORLD.items())
     ]
     out: dict[tuple[str, str, str], dict] = {}
     for r in sorted(keep, key=lambda r: r["date"]):
-        cell = out.setdefault((r["device"], r["commit"], world_of(r)), {"date": r["date"][:10]})
+        cell = out.setdefault((r["device"], r["commit"], variant_of(r)), {"date": r["date"][:10]})
         if "--repeats" in r.get("command", ""):
             cell["repeats"] = r["command"].split("--repeats")[1].split()[0]
         cell[r["metric"]] = r["value"]
@@ -153,19 +173,38 @@ def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
 
 
 def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(device, platform, run): {metric: value, labels, "world"}} of the training-run rows, oldest first."""
+    """{(device, platform, run): {metric: value, labels, "variant"}} of the training-run rows, oldest
+    first."""
     out: dict[tuple[str, str, str], dict] = {}
     for r in sorted((r for r in rows if r.get("bench") == "block-train"), key=lambda r: r["date"]):
         labels = {k: r[k] for k in ("commit", "date", "cores", "price_key") if k in r}
-        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**labels, "world": world_of(r)})
+        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**labels, "variant": variant_of(r)})
         cell[r["metric"]] = r["value"]
     return out
 
 
-WORLD_NOTE = {
-    "full": "seed's world (every hinge of the opponent simulated)",
-    "frozen": "**lighter world**: the opponent's 25 idle hinges frozen (not the seed's rule)",
-}
+def run_options(run_dir: str) -> dict:
+    """The labels a training run's summary.json gives its rows: `task_options` (its `--env` overrides, typed)
+    and `factor_trees` (which trees our factorisation took, where recorded); empty without a summary.
+
+    Raises:
+      ValueError: the run changed a task field other than `PHYSICS_OPTIONS` (not the seed's world).
+    """
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        summary = json.load(f)
+    from boxjax.envs.block.config import BlockConfig
+
+    given = field_values((summary.get("overrides") or {}).get("env") or [], BlockConfig())
+    other = sorted(set(given) - set(PHYSICS_OPTIONS))
+    if other:
+        raise ValueError(f"{run_dir} changed the task ({', '.join(other)}): not the seed's world")
+    labels = {"task_options": given}
+    if summary.get("factor_trees"):
+        labels["factor_trees"] = summary["factor_trees"]
+    return labels
 
 
 def _priced(prices: dict, device: str, key: str | None = None) -> tuple[str, float | None]:
@@ -187,9 +226,7 @@ def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
         for name in ("s_per_iteration_median", "s_per_iteration"):
             if name in cell:
                 kind = "median" if name.endswith("median") else "best"
-                how = (
-                    f"{WORLD_NOTE[world]}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit}"
-                )
+                how = f"{world}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit}"
                 s = cell[name]
                 lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
     return lines
@@ -198,9 +235,7 @@ def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
 def _train_lines(rows: list[dict], prices: dict) -> list[str]:
     lines = []
     for (device, platform, run), cell in train_cells(rows).items():
-        how = (
-            f"{WORLD_NOTE[cell['world']]}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
-        )
+        how = f"{cell['variant']}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
         how += f"{platform} path"
         if "collect_s" in cell:
             how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
@@ -253,7 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         missing = [k for k in ("device", "platform", "commit", "date", "command") if k not in labels]
         if missing:
             p.error(f"--from-run needs --label for {missing}")
-        labels = {**WORLD, **labels, "run": os.path.basename(os.path.normpath(args.from_run))}
+        labels = {
+            **WORLD,
+            **run_options(args.from_run),
+            **labels,
+            "run": os.path.basename(os.path.normpath(args.from_run)),
+        }
         if "cores" in labels:
             labels["cores"] = int(labels["cores"])
         with open(args.out, "a") as f:

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not history:
         print("nothing to do: the checkpoint already reached --iterations")
         return 0
-    write_summary(out, args, history)
+    write_summary(out, args, history, "none" if on_workers else factor_trees(env))
     runs.write_curves(out)
     return common.exit_status(result)
 
@@ -184,10 +184,19 @@ def teacher_source(choice: str, body: str) -> str:
     return "shipped"
 
 
-def write_summary(out: str, args, history: list[dict]) -> None:
-    """runs/<name>/summary.json (and printed): set-up time, iterations, first and last figures."""
+def factor_trees(env) -> str:
+    """Which trees our factorisation takes in `env`'s world (`boxjax.physics.mjx.factor_trees`)."""
+    from boxjax.physics import mjx as physics
+
+    return physics.factor_trees(env.mj_model, env.backend.config)
+
+
+def write_summary(out: str, args, history: list[dict], trees: str) -> None:
+    """runs/<name>/summary.json (and printed): set-up time, iterations, which trees our factorisation took
+    (`factor_trees`), first and last figures."""
     summary = {
         **runs.summary_head(args, history),
+        "factor_trees": trees,
         "init": args.init,
         **training.summary(history),
     }

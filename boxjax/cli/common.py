@@ -80,10 +80,16 @@ def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
     return p
 
 
-FACTORS = {"auto": None, "fused": True, "stock": False, "fused-all": True}
-"""`--factor` values: MuJoCo Warp's mass-matrix factorisation, ours fused in one launch or its own (auto:
-fused for the 89-DoF bodies), as `boxjax.envs.make`'s `fused_factor`; "fused-all": ours for every tree of
-more than 6 dofs (the block world's opponent too: `fused_factor_trees` "all")."""
+FACTORS = {
+    "auto": (None, None),
+    "fused": (True, None),
+    "fused-large": (True, "large"),
+    "stock": (False, None),
+}
+"""`--factor` values as `boxjax.envs.make`'s (`fused_factor`, `fused_factor_trees`): MuJoCo Warp's mass-matrix
+factorisation, ours fused in one launch or its own; auto: ours where a tree exceeds MuJoCo Warp's dense
+limit (the 89-DoF bodies), and then for every tree of more than 6 dofs (the block world's opponent too);
+fused-large: ours for the 89-DoF trees alone (the opponent by MuJoCo Warp's tile Cholesky)."""
 
 
 def add_factor_argument(parser: argparse.ArgumentParser) -> None:
@@ -92,17 +98,23 @@ def add_factor_argument(parser: argparse.ArgumentParser) -> None:
         "--factor",
         choices=tuple(FACTORS),
         default="auto",
-        help="MuJoCo Warp mass-matrix factorisation (auto: fused for the 89-DoF bodies; fused-all: ours for "
-        "every tree of more than 6 dofs, the opponent's too)",
+        help="MuJoCo Warp mass-matrix factorisation (auto: ours where a tree has more than 64 dofs, then for "
+        "every tree of more than 6; fused-large: ours for the trees of more than 64 dofs alone)",
     )
 
 
 def factor_options(args: argparse.Namespace) -> dict[str, Any]:
     """`boxjax.envs.make`'s factorisation arguments for `--factor` (`fused_factor`, `fused_factor_trees`)."""
-    return {
-        "fused_factor": FACTORS[args.factor],
-        "fused_factor_trees": "all" if args.factor == "fused-all" else "large",
-    }
+    fused, trees = FACTORS[args.factor]
+    return {"fused_factor": fused, "fused_factor_trees": trees}
+
+
+def factor_trees_ran(flag: str, kernel_ran: bool) -> str:
+    """Which trees our factorisation took under `--factor flag` (`boxjax.physics.mjx.factor_trees`), given
+    whether it ran at all: "none", "large" (fused-large), else "all"."""
+    if not kernel_ran:
+        return "none"
+    return "large" if FACTORS[flag][1] == "large" else "all"
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:

@@ -51,7 +51,7 @@ def make(
     impl: str | None = None,
     num_worlds: int = 1,
     fused_factor: bool | None = None,
-    fused_factor_trees: str = "large",
+    fused_factor_trees: str | None = None,
     graph_mode: str | None = None,
     substeps_in_one_call: bool = False,
     **options: Any,
@@ -65,8 +65,9 @@ def make(
         default, or "mujoco-c" (MuJoCo's C engine: the env's halves, stepped by `boxjax.envs.cpu.CpuEnv`).
       num_worlds: worlds stepped together (sizes MuJoCo Warp's shared contact pool).
       fused_factor: MuJoCo Warp only: our one-launch factorisation on/off (None: on for the 89-DoF bodies).
-      fused_factor_trees: MuJoCo Warp with our factorisation only: "large" (the 89-DoF trees) or "all" (every
-        tree of more than 6 dofs, the block world's opponent too; `boxjax.physics.mjx.FACTOR_TREES`).
+      fused_factor_trees: MuJoCo Warp with our factorisation on only: "all" (every tree of more than 6 dofs,
+        the block world's opponent too; None: this where it runs) or "large" (the 89-DoF trees alone;
+        `boxjax.physics.mjx.FACTOR_TREES`).
       graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
       substeps_in_one_call: MuJoCo Warp only: a control step's physics substeps in one FFI call (same result).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
@@ -82,7 +83,7 @@ def make(
         substeps_in_one_call=substeps_in_one_call,
     )
     if impl == "mujoco-c":
-        given = {k: v for k, v in mjx_options.items() if v not in (None, False, "large")}
+        given = {k: v for k, v in mjx_options.items() if v not in (None, False)}
         return on_c_engine(config, **given)  # the C engine takes none: named if given
     slots = config.contact_budget()
     backend = physics_backend.make(

@@ -39,10 +39,11 @@ _SOLVER_CAP_BITS = sum(SOLVER_CAP_BITS.values())
 # MuJoCo Warp's conditional graph nodes, so "jax" is not offered.
 GRAPH_MODES = ("warp", "warp_staged", "warp_staged_ex")
 
-FACTOR_TREES = ("large", "all")
-"""Which kinematic trees our factorisation takes (`PhysicsConfig.fused_factor_trees`): "large", those over
-MuJoCo Warp's dense-block limit (64 dofs: the 89-DoF bodies), the others by its tile Cholesky; "all", every
-tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`), the block world's opponent too."""
+FACTOR_TREES = ("all", "large")
+"""Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",
+every tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`: the block world's 43-DoF opponent
+rides in our launch; the default); "large", only those over MuJoCo Warp's dense-block limit (64 dofs: the
+89-DoF bodies), the others by its tile Cholesky. The same LDLᵀ either way (`tests/test_factor.py`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,9 +63,9 @@ class PhysicsConfig:
     fused_factor: bool | None = None
     """MuJoCo Warp only: our one-launch mass-matrix factorisation (`boxjax.physics.factor`); None = on
     exactly when a kinematic tree exceeds MuJoCo Warp's dense limit (the 89-DoF bodies)."""
-    fused_factor_trees: str = "large"
-    """MuJoCo Warp with our factorisation only: which trees it takes, one of `FACTOR_TREES` (the same LDLᵀ
-    either way)."""
+    fused_factor_trees: str | None = None
+    """MuJoCo Warp with our factorisation on only: which trees it takes, one of `FACTOR_TREES`; None = "all"
+    where it runs."""
     graph_mode: str | None = None
     """MuJoCo Warp on a GPU only: how Warp captures CUDA graphs, one of `GRAPH_MODES`; None = MJX's default
     ("warp": one graph per set of buffer addresses; the staged modes copy through fixed buffers instead)."""
@@ -81,13 +82,12 @@ class PhysicsConfig:
             raise ValueError(f"unknown graph mode {self.graph_mode!r}; valid: {', '.join(GRAPH_MODES)}")
         if self.graph_mode is not None and self.impl != "warp":
             raise ValueError(f"graph mode {self.graph_mode!r} applies to impl 'warp' only, not {self.impl!r}")
-        if self.fused_factor_trees not in FACTOR_TREES:
+        trees = self.fused_factor_trees
+        if trees is not None and trees not in FACTOR_TREES:
+            raise ValueError(f"unknown fused_factor_trees {trees!r}; valid: {', '.join(FACTOR_TREES)}")
+        if trees is not None and (self.impl != "warp" or self.fused_factor is False):
             raise ValueError(
-                f"unknown fused_factor_trees {self.fused_factor_trees!r}; valid: {', '.join(FACTOR_TREES)}"
-            )
-        if self.fused_factor_trees == "all" and (self.impl != "warp" or self.fused_factor is False):
-            raise ValueError(
-                "fused_factor_trees 'all' needs impl 'warp' with our factorisation on "
+                f"fused_factor_trees {trees!r} needs impl 'warp' with our factorisation on "
                 f"(impl {self.impl!r}, fused_factor {self.fused_factor})"
             )
         for name in ("num_worlds", "contacts_per_world", "njmax", "substeps"):
@@ -120,9 +120,8 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         from boxjax.physics import factor_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
-        with factor_patch.all_trees_on_sparse_path(config.fused_factor_trees == "all"):
-            fused = config.fused_factor
-            factor_patch.install(factor_patch.needs_fused_factor(mj_model) if fused is None else fused)
+        factor_patch.install(fused_factor(mj_model, config))
+        with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):
             model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
     else:
         model = mjx.put_model(mj_model, impl=config.impl)
@@ -132,6 +131,29 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
             print(f"Warp step modules preloaded in {preload_s:.1f} s", flush=True)
         model = quiet(model)
     return model
+
+
+def fused_factor(mj_model: mujoco.MjModel, config: PhysicsConfig) -> bool:
+    """Whether our factorisation runs for `mj_model` (MuJoCo Warp): `config.fused_factor`, or where None,
+    exactly when a tree exceeds MuJoCo Warp's dense limit (`factor_patch.needs_fused_factor`)."""
+    from boxjax.physics import factor_patch
+
+    if config.fused_factor is None:
+        return factor_patch.needs_fused_factor(mj_model)
+    return config.fused_factor
+
+
+def factor_trees(mj_model: mujoco.MjModel, config: PhysicsConfig) -> str:
+    """Which trees our factorisation takes for `mj_model`: "all" (every tree of more than 6 dofs), "large"
+    (`FACTOR_TREES`), or "none" (MuJoCo Warp's own, or impl "jax")."""
+    if config.impl != "warp" or not fused_factor(mj_model, config):
+        return "none"
+    return "large" if config.fused_factor_trees == "large" else "all"
+
+
+def all_trees_fused(mj_model: mujoco.MjModel, config: PhysicsConfig) -> bool:
+    """Whether every tree of more than 6 dofs goes to our factorisation (`factor_trees` "all")."""
+    return factor_trees(mj_model, config) == "all"
 
 
 def _graph_mode(config: PhysicsConfig) -> object | None:
@@ -153,9 +175,7 @@ def make_data(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Data:
     if config.impl == "warp":
         from boxjax.physics import factor_patch
 
-        with factor_patch.all_trees_on_sparse_path(
-            config.fused_factor_trees == "all"
-        ):  # M's layout, as put_model's
+        with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):  # as put_model's
             return mjx.make_data(
                 mj_model,
                 impl="warp",
