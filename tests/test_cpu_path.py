@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from boxjax import envs
+from boxjax.envs import base
 from boxjax.envs.cpu import CpuEnv
 from boxjax.envs.stance import env as stance
 from boxjax.envs.stance.env import StanceConfig
@@ -25,6 +26,7 @@ from boxjax.physics.cpu import view_of
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.cpu import workers
 from boxjax.rl.cpu.buffers import LearnerState
+from boxjax.rl.cpu.collector import Collected
 from boxjax.rl.cpu.learner import Learner
 from boxjax.rl.rollout import Transition
 from boxjax.rl.train_step import advantages_and_batch, init_train_state, make_network, update
@@ -344,3 +346,47 @@ def test_cpu_path_checkpoints_only_finite_states(tmp_path, capsys):
         directory, Buffers(), dataclasses.replace(done, iteration=3), {"format": checkpoint.FORMAT}
     )
     assert checkpoint.latest_step(directory) == 3
+
+
+class _PublishingTeam:
+    """A team whose learner publishes as the real one (the policy after i + 1 updates at the end of update
+    i) and which records the policy each collection acted with, refusing one not yet published."""
+
+    def __init__(self, first: int):
+        self.published, self.acted, self.learning = {first}, [], None
+
+    def start_collect(self, iteration: int, updates: int, curriculum) -> None:
+        assert updates in self.published, f"iteration {iteration} acts with unpublished policy {updates}"
+        self.acted.append((iteration, updates))
+
+    def finish_collect(self):
+        return [Collected(0.0, 0.0, 0.0, 0.0, {}, samples=8, step_s=0.0, policy_s=0.0, collect_s=0.0)]
+
+    def start_learn(self, iteration: int, key) -> None:
+        self.learning = iteration
+
+    def finish_learn(self):
+        from boxjax.rl.cpu.learner import LearnTimes
+        from boxjax.rl.losses import LossTerms
+
+        self.published.add(self.learning + 1)
+        terms = {name: 0.0 for name in LossTerms.__dataclass_fields__} | {"learning_rate": 1e-3}
+        return terms, LearnTimes(update_s=0.0, allreduce_s=0.0)
+
+    def pids(self):
+        return [os.getpid()]
+
+
+@pytest.mark.parametrize(("lag", "first"), [(0, 0), (1, 0), (1, 5)], ids=["serial", "decoupled", "resumed"])
+def test_collections_act_with_the_newest_published_policy(lag, first):
+    """Serial: iteration i with the policy after i updates. Decoupled: iteration i + 1 is collected while
+    update i runs, with the policy after i updates (one behind, never a slot not yet written: a fresh run's
+    second collection once acted with zeroed weights). Resumed at 5: the first two with the policy of 5."""
+    env = envs.make("reach")
+    team = _PublishingTeam(first)
+    done = workers._Completed(first, base.init_curriculum(env), jax.random.PRNGKey(0))
+    list(workers._iterations(team, env, TINY, done, first + 4, lag, 1))
+    behind = [(i, i) for i in range(first, first + 4)] if lag == 0 else [(first, first)]
+    if lag:
+        behind += [(i + 1, i) for i in range(first, first + 3)]
+    assert team.acted == behind

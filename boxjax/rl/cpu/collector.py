@@ -157,10 +157,11 @@ class CollectorWorker:
             for tree in self.buffers.rollout
         ]
 
-    def handle(self, iteration: int, curriculum: Any) -> Collected:
-        """Collect iteration `iteration` with the policy after `iteration` updates."""
+    def handle(self, iteration: int, updates: int, curriculum: Any) -> Collected:
+        """Collect iteration `iteration` into its rollout slot with the policy after `updates` updates (a
+        published one: `iteration` in serial mode, `iteration - 1` while the learners update, decoupled)."""
+        policy = self.buffers.policy[updates % len(self.buffers.policy)].read()
         slot = iteration % len(self.out)
-        policy = self.buffers.policy[slot].read()
         return self.collector.collect(policy, curriculum, iteration, self.out[slot])
 
     def close(self) -> None:
@@ -170,7 +171,8 @@ class CollectorWorker:
 
 
 def serve(conn: Connection, spec: CollectorSpec) -> None:
-    """A collector process's loop: ("collect", iteration, curriculum) -> ("collected", iteration, report)."""
+    """A collector process's loop: ("collect", iteration, updates, curriculum) -> ("collected", iteration,
+    report)."""
     try:
         worker = CollectorWorker(spec)
         conn.send(("ready", spec.index))
@@ -179,9 +181,9 @@ def serve(conn: Connection, spec: CollectorSpec) -> None:
             message = conn.recv()
             if message[0] == "stop":
                 break
-            _, iteration, curriculum = message
+            _, iteration, updates, curriculum = message
             wait_s = time.perf_counter() - idle_since
-            report = dataclasses.replace(worker.handle(iteration, curriculum), wait_s=wait_s)
+            report = dataclasses.replace(worker.handle(iteration, updates, curriculum), wait_s=wait_s)
             conn.send(("collected", iteration, report))
             idle_since = time.perf_counter()
         worker.close()

@@ -43,11 +43,12 @@ class SerialTeam:
         self.collected: list[Collected] = []
         self.learned: tuple[dict, LearnTimes] | None = None
 
-    def start_collect(self, iteration: int, curriculum: Any) -> None:
-        """Collect iteration `iteration` with the policy after `iteration` updates and `curriculum`."""
+    def start_collect(self, iteration: int, updates: int, curriculum: Any) -> None:
+        """Collect iteration `iteration` with the policy after `updates` updates and `curriculum`."""
         wait_s = time.perf_counter() - self.idle_since
         self.collected = [
-            dataclasses.replace(w.handle(iteration, curriculum), wait_s=wait_s) for w in self.collectors
+            dataclasses.replace(w.handle(iteration, updates, curriculum), wait_s=wait_s)
+            for w in self.collectors
         ]
         self.idle_since = time.perf_counter()
 
@@ -179,9 +180,9 @@ class ProcessTeam:
             except OSError as err:
                 raise _died(m) from err
 
-    def start_collect(self, iteration: int, curriculum: Any) -> None:
-        """Collect iteration `iteration` with the policy after `iteration` updates and `curriculum`."""
-        self._send(self.collectors, ("collect", iteration, curriculum))
+    def start_collect(self, iteration: int, updates: int, curriculum: Any) -> None:
+        """Collect iteration `iteration` with the policy after `updates` updates and `curriculum`."""
+        self._send(self.collectors, ("collect", iteration, updates, curriculum))
 
     def finish_collect(self) -> list[Collected]:
         """Every collector's report on the collection started last."""

@@ -262,20 +262,24 @@ def _iterations(
     lag: int,
     cores: int,
 ):
-    """Run the pipeline; yield (the completed iteration, its figures) after every update."""
+    """Run the pipeline; yield (the completed iteration, its figures) after every update.
+
+    Iteration i is collected with the policy after i updates, or with `lag` (decoupled) while the learners
+    make update i - 1, with the newest one published by then: after i - 1 updates (the run's first
+    iteration always with its starting policy, the only one published)."""
     curriculum, run_key, pending = first.curriculum, first.key, False
     wall, cpu = time.perf_counter(), _cpu_seconds(team.pids())
     for i in range(first.iteration, iterations):
         tick = time.perf_counter()
         if not pending:
-            team.start_collect(i, jax.device_get(curriculum))
+            team.start_collect(i, i, jax.device_get(curriculum))
         collected, pending = team.finish_collect(), False
         wait_s = time.perf_counter() - tick
         summary = _summary(collected, config.unroll_length)
         curriculum = base.update_curriculum(env, curriculum, summary)
         run_key, update_key = jax.random.split(run_key)
         if lag and i + 1 < iterations:  # collect the next iteration while the learners update
-            team.start_collect(i + 1, jax.device_get(curriculum))
+            team.start_collect(i + 1, i, jax.device_get(curriculum))
             pending = True
         team.start_learn(i, np.asarray(update_key))
         terms, times = team.finish_learn()
