@@ -1084,32 +1084,35 @@ the fits run on a gathered batch smaller than the whole."""
 
 def test_arm_fits_on_the_command_worlds_alone_change_nothing(monkeypatch):
     """The reset's arm fit and the step's tracking run on the command worlds alone (`subset.where_active`,
-    a gathered batch of 34 of 64 worlds here): a reset and a step of mixed episodes are bit for bit those
-    of the plain per-world select (both branches in every world). Reset and step compile as one program
-    per variant."""
+    gathered batches of 34 of 64 worlds here): a reset and a step of mixed episodes (one batch) and of
+    command episodes only (two) are bit for bit those of the plain per-world select (both branches in every
+    world). Reset and step compile as one program per variant; the episode mix is a value of the params."""
     from boxjax.envs import subset
 
-    e, p = env(), params()
-    assert subset.capacity(SUBSET_WORLDS, e.command_share) < SUBSET_WORLDS
+    e = env()
+    size = subset.capacity(SUBSET_WORLDS, e.command_share)
+    assert size < SUBSET_WORLDS
 
     def reset_and_step(p, keys, action):
         first = batch_reset(e, p, keys)
         return first, autoreset_step(e, p, first, first, action)[1]
 
-    def trace():
+    def traces():
+        run = jax.jit(reset_and_step)
         keys = jax.random.split(jax.random.PRNGKey(3), SUBSET_WORLDS)
         action = 0.3 * jnp.sin(jnp.arange(SUBSET_WORLDS * e.action_size, dtype=jnp.float32))
-        return jax.jit(reset_and_step)(p, keys, action.reshape(SUBSET_WORLDS, -1))
+        action = action.reshape(SUBSET_WORLDS, -1)
+        return [run(p, keys, action) for p in (params(), only("command"))]
 
-    gathered = trace()
-    kinds = np.asarray(gathered[0].info.kind)
-    assert 0 < (kinds == block.COMMAND).sum() <= subset.capacity(SUBSET_WORLDS, e.command_share)
+    gathered = traces()
+    commands = [int((np.asarray(first.info.kind) == block.COMMAND).sum()) for first, _ in gathered]
+    assert 0 < commands[0] <= size < commands[1] == SUBSET_WORLDS
 
     def plain(active, fn, idle, *args, share):
         return jax.tree.map(lambda a, b: jnp.where(active, a, b), fn(*args), idle(*args))
 
     monkeypatch.setattr(subset, "where_active", plain)
-    for got, want in zip(gathered, trace(), strict=True):
+    for got, want in zip(gathered, traces(), strict=True):
         leaves = jax.tree_util.tree_leaves_with_path(got)
         for (path, a), b in zip(leaves, jax.tree.leaves(want), strict=True):
             np.testing.assert_array_equal(a, b, err_msg=jax.tree_util.keystr(path))

@@ -50,7 +50,8 @@ def test_capacity_holds_the_expected_share_with_headroom_and_names_a_bad_share()
 
 @pytest.mark.parametrize("count", [0, 5, 24, 25, WORLDS], ids=["none", "few", "full", "overflow", "all"])
 def test_batched_equals_the_plain_select(count):
-    """Gathered (count up to the capacity, 24) or every world (more): bit for bit the plain select."""
+    """In one gathered chunk (count up to the capacity, 24) or several (more): bit for bit the plain
+    select."""
     x, m = _inputs()
     active = _active(count)
     for got, want in zip(
@@ -60,7 +61,8 @@ def test_batched_equals_the_plain_select(count):
 
 
 def test_the_branch_runs_on_the_active_worlds_only():
-    """A host callback in the branch sees the gathered batch (the capacity), or every world past it."""
+    """A host callback in the branch sees one gathered batch (the capacity), or as many as the active
+    worlds need past it: 40 active worlds take two batches of 24."""
     seen = []
 
     def counted(x, m):
@@ -74,7 +76,8 @@ def test_the_branch_runs_on_the_active_worlds_only():
         return sum(seen)
 
     assert run(5) == subset.capacity(WORLDS, SHARE)
-    assert run(40) == WORLDS
+    assert run(40) == 2 * subset.capacity(WORLDS, SHARE)
+    assert run(0) == 0
 
 
 def test_unbatched_and_mixed_arguments_nested_vmap_and_one_world():
