@@ -443,6 +443,10 @@ def test_which_trees_our_factorisation_takes():
     assert not physics.all_trees_fused(two_fighters, PhysicsConfig(impl="warp", fused_factor=False))
     assert not physics.all_trees_fused(two_fighters, PhysicsConfig(impl="warp", fused_factor_trees="large"))
     assert physics.all_trees_fused(simple, PhysicsConfig(impl="warp", fused_factor=True))
+    assert (
+        physics.factor_trees(two_fighters, PhysicsConfig(impl="warp", fused_factor_trees="large")) == "large"
+    )
+    assert physics.factor_trees(two_fighters, PhysicsConfig(impl="jax")) == "none"
     with pytest.raises(ValueError, match="unknown fused_factor_trees 'some'; valid: all, large"):
         PhysicsConfig(impl="warp", fused_factor_trees="some")
     for impl, fused in (("jax", None), ("warp", False)):

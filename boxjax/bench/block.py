@@ -498,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     plat = args.platform if args.platform != "auto" else ("gpu" if bench_rows.has_gpu() else "cpu")
     from boxjax import platform
     from boxjax.mjcf import boxer
+    from boxjax.physics import mjx as physics_mjx
 
     platform.configure(plat, args.cache)
     gpu = plat == "gpu"
@@ -556,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not (args.no_iteration or args.iteration_only):
                     figures += iteration_rows(case, step_s, first, physics)
                 factor = bench_rows.factor_ran(figures)
-                trees = cli_common.factor_trees_ran(args.factor, factor == "fused")
+                trees = physics_mjx.trees_taken(factor == "fused", physics["fused_factor_trees"])
                 for metric, value, unit in figures:
                     row = {
                         **common,

@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     path = bench_rows.rows_path(args.out, "stance", device, date)
     rows = []
     with open(path, "a") as f:
+        factor = cli_common.factor_options(args)
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
-            factor = cli_common.factor_options(args)
             measured = measure(body, worlds, args.unroll, args.repeats, factor, devices)
             for metric, value, unit in measured:
                 row = {

@@ -109,14 +109,6 @@ def factor_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"fused_factor": fused, "fused_factor_trees": trees}
 
 
-def factor_trees_ran(flag: str, kernel_ran: bool) -> str:
-    """Which trees our factorisation took under `--factor flag` (`boxjax.physics.mjx.factor_trees`), given
-    whether it ran at all: "none", "large" (fused-large), else "all"."""
-    if not kernel_ran:
-        return "none"
-    return "large" if FACTORS[flag][1] == "large" else "all"
-
-
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:
     """Flags of the CPU path (`--platform cpu`: MuJoCo C workers, `boxjax.rl.cpu.workers`); `default_worlds`
     is the default K, and `fused` adds ``--mode fused`` (the fused JAX iteration, MJX's JAX physics)."""

@@ -146,9 +146,14 @@ def fused_factor(mj_model: mujoco.MjModel, config: PhysicsConfig) -> bool:
 def factor_trees(mj_model: mujoco.MjModel, config: PhysicsConfig) -> str:
     """Which trees our factorisation takes for `mj_model`: "all" (every tree of more than 6 dofs), "large"
     (`FACTOR_TREES`), or "none" (MuJoCo Warp's own, or impl "jax")."""
-    if config.impl != "warp" or not fused_factor(mj_model, config):
+    return trees_taken(config.impl == "warp" and fused_factor(mj_model, config), config.fused_factor_trees)
+
+
+def trees_taken(kernel_runs: bool, fused_factor_trees: str | None) -> str:
+    """`factor_trees` from whether our factorisation runs and `PhysicsConfig.fused_factor_trees`."""
+    if not kernel_runs:
         return "none"
-    return "large" if config.fused_factor_trees == "large" else "all"
+    return "large" if fused_factor_trees == "large" else "all"
 
 
 def all_trees_fused(mj_model: mujoco.MjModel, config: PhysicsConfig) -> bool:
