@@ -53,37 +53,38 @@ def _rule(fn: Callable, idle: Callable, share: float) -> Callable:
 
     @one.def_vmap
     def batched(worlds, in_batched, active, *args):
-        axes = [jax.tree.map(lambda b: 0 if b else None, b) for b in in_batched[1:]]
+        leaves, tree = jax.tree.flatten(args)
+        axes = [0 if b else None for b in jax.tree.leaves(in_batched[1:])]
         if not in_batched[0]:
             active = jnp.broadcast_to(active, (worlds,))
-        out = _in_chunks(fn, idle, active, args, axes, capacity(worlds, share))
+        out = _in_chunks(
+            _on_leaves(fn, tree), _on_leaves(idle, tree), active, leaves, axes, capacity(worlds, share)
+        )
         return out, jax.tree.map(lambda _: True, out)
 
     return one
 
 
-def _in_chunks(fn: Callable, idle: Callable, active: jax.Array, args: list, axes: list, size: int) -> Any:
+def _on_leaves(branch: Callable, tree: Any) -> Callable:
+    """`branch` taking its arguments' leaves: the batch is mapped leaf by leaf, so no argument's pytree class
+    (an MJX model, say) is rebuilt with `None` axes, which some classes flatten differently."""
+    return lambda *leaves: branch(*jax.tree.unflatten(tree, leaves))
+
+
+def _in_chunks(fn: Callable, idle: Callable, active: jax.Array, leaves: list, axes: list, size: int) -> Any:
     """`idle` on every world, then `fn` on the active ones in chunks of `size` gathered worlds, scattered
     back: one chunk unless more than `size` are active (a loop of as many as needed, so `fn` is compiled
-    once, at the chunk's size). Unbatched arguments (`axes` None) go to both unbatched."""
+    once, at the chunk's size). Unbatched leaves (`axes` None) go to both unbatched."""
     worlds = active.shape[0]
     chunks = -(-worlds // size)
     (order,) = jnp.nonzero(active, size=chunks * size, fill_value=worlds)  # active worlds first
-    out = jax.vmap(idle, in_axes=axes)(*args)
+    out = jax.vmap(idle, in_axes=axes)(*leaves)
 
     def chunk(j, out):
         index = jax.lax.dynamic_slice(order, (j * size,), (size,))
         rows = jnp.minimum(index, worlds - 1)
-        picked = [
-            jax.tree.map(lambda x, axis: x if axis is None else x[rows], arg, axis)
-            for arg, axis in zip(args, axes, strict=True)
-        ]
+        picked = [x if axis is None else x[rows] for x, axis in zip(leaves, axes, strict=True)]
         ran = jax.vmap(fn, in_axes=axes)(*picked)
         return jax.tree.map(lambda r, a: r.at[index].set(a, mode="drop"), out, ran)
 
     return jax.lax.fori_loop(0, (jnp.sum(active) + size - 1) // size, chunk, out)
-
-
-def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
-    """(N,) mask shaped to broadcast against `like` (N, ...)."""
-    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
