@@ -81,7 +81,7 @@ def test_bench_variants_leave_out_the_part_they_name():
             score, gap = env._score(None, None, None, None, None)
             assert float(score) == 0.0 and float(gap) > env.config.reach_m  # never within reach
         if name == "no_ik":
-            pose, pose_id, offset, residual = env._fit_command(None, None, None, None)
+            pose, pose_id, offset, residual = env._fit_command(None, None, None)
             np.testing.assert_array_equal(pose, env.me.stance_ctrl)
             assert int(pose_id) == 0 and not np.any(offset) and float(residual) == 0.0
     with pytest.raises(ValueError, match="unknown parts \\['rays'\\]; valid: vision, scoring, ik"):

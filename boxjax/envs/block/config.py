@@ -321,7 +321,7 @@ class BlockInfo:
     command_offset: jax.Array
     """(2, 3) the current press's glove targets (left, right) from the head, in the heading frame."""
     ik_residual: jax.Array
-    """() metres the fitted arms miss the worse glove's target by (command episodes; 0 in the others)."""
+    """() metres the fitted arms miss the worse glove's target by."""
     next_press: jax.Array
     """() int32 step of the next block press (command episodes)."""
     hold: jax.Array

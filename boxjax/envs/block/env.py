@@ -21,7 +21,7 @@ import numpy as np
 from mujoco import mjx
 
 from boxjax import mjcf
-from boxjax.envs import base, frames, rewards, subset
+from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State
 from boxjax.envs.block import from_stance, ik, punches, vision
 from boxjax.envs.block import kinds as block_kinds
@@ -148,8 +148,6 @@ class BlockEnv:
         self.arm_chain = ik.make_arm_chain(model, self.arm_ik)
         self.press_steps = tuple(max(cfg.steps(s), 1) for s in cfg.press_interval_s)
         """(fewest, most) control steps from one block press to the next."""
-        self.command_share = cfg.kind_weights[COMMAND] / sum(cfg.kind_weights)
-        """The expected share of command worlds: the arm fits run on those alone (`subset.where_active`)."""
         root = self.guard_qpos[me.qpos_adr : me.qpos_adr + 7]
         with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
             yaw = float(frames.yaw(jnp.asarray(root[3:7])))
@@ -232,7 +230,8 @@ class BlockEnv:
         key, k_kind, k_noise, k_place, k_punch, k_command, k_walk, k_shove, k_press = jax.random.split(key, 9)
         kind = block_kinds.sample_kind(k_kind, params.kind_weights)
         qpos = self._initial_qpos(params, kind, k_noise, k_place)
-        pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command, kind == COMMAND)
+        pose_ref, command, offset, residual = self._fit_command(params, qpos, k_command)
+        pose_ref = jnp.where(kind == COMMAND, pose_ref, jnp.asarray(me.stance_ctrl))
         spot = self._draw_spot(qpos, k_walk)
         t = params.template
         anchor = jnp.asarray(self.scene_ref).at[2].set(0.0)
@@ -452,25 +451,16 @@ class BlockEnv:
             qpos = qpos.at[adr : adr + 2].add(park)
         return qpos
 
-    def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array, command: jax.Array):
-        """The first press drawn, and fitted where `command` (a command episode): (the guard pose, with the
-        fitted arms in a command episode (nu,), nearest named pose, glove offsets (2, 3), IK residual, 0
-        outside command episodes); with "ik" ablated, the guard pose, pose 0 and no offsets. Under `vmap`
-        the fit runs on the command worlds alone (`subset.where_active`)."""
-        guard = jnp.asarray(self.me.stance_ctrl)
+    def _fit_command(self, params: BlockParams, qpos: jax.Array, key: jax.Array):
+        """The first press drawn and fitted: (guard pose with the fitted arms (nu,), nearest named pose,
+        glove offsets (2, 3), IK residual); with "ik" ablated, the guard pose, pose 0 and no offsets."""
         if "ik" in self.config.ablate:
             zeros = jnp.zeros((2, 3), jnp.float32)
-            return guard, jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
+            return jnp.asarray(self.me.stance_ctrl), jnp.zeros((), jnp.int32), zeros, jnp.zeros(())
         offset = ik.draw_offsets(key, self.arm_ik.targets_m, self.config.command_jitter_m)
-        act = jnp.asarray(self.arm_act)
-
-        def guard_arms(params, qpos, offset):
-            return guard[act], jnp.zeros((), jnp.float32)
-
-        angles, residual = subset.where_active(
-            command, self._fit_arms, guard_arms, params, qpos, offset, share=self.command_share
-        )
-        return guard.at[act].set(angles), ik.nearest_pose(self.arm_ik, offset), offset, residual
+        angles, residual = self._fit_arms(params, qpos, offset)
+        pose_ref = jnp.asarray(self.me.stance_ctrl).at[jnp.asarray(self.arm_act)].set(angles)
+        return pose_ref, ik.nearest_pose(self.arm_ik, offset), offset, residual
 
     def _fit_arms(self, params: BlockParams, qpos: jax.Array, offset: jax.Array):
         """(arm angles (J,), IK residual ()) of the guard offsets `offset` (2, 3) for our fighter in `qpos`,
@@ -487,9 +477,8 @@ class BlockEnv:
     def _press(self, data, info: BlockInfo, key: jax.Array) -> tuple[BlockInfo, jax.Array]:
         """After the physics, in command episodes: a new press when its step has come (targets drawn from the
         guard region, the hold restarted), then `ik_iterations_per_step` steps of the arm fit toward the
-        current targets from the stepped torso (`ik.track_arms`; under `vmap` in the command worlds alone,
-        `subset.where_active`). Returns (info, 1.0 where a press came); other kinds, and an ablated "ik",
-        keep their reference pose."""
+        current targets from the stepped torso (`ik.track_arms`). Returns (info, 1.0 where a press came);
+        other kinds, and an ablated "ik", keep their reference pose."""
         cfg = self.config
         command = info.kind == COMMAND
         if "ik" in cfg.ablate:
@@ -501,18 +490,9 @@ class BlockEnv:
         offset = jnp.where(due, drawn, info.command_offset)
         targets = ik.targets_from_head(data.xpos[arm_ik.head_body], data.xmat[arm_ik.pelvis_body], offset)
         parents = jnp.asarray(chain.parent_body)
-
-        def track(frames, qpos, angles, targets, residual):
-            return ik.track_arms(
-                arm_ik, chain, frames, qpos, angles, targets, cfg.ik_iterations_per_step, cfg.ik_damping
-            )
-
-        def hold(frames, qpos, angles, targets, residual):
-            return angles, residual
-
-        angles, residual = subset.where_active(
-            command, track, hold, (data.xpos[parents], data.xmat[parents]), data.qpos, info.pose_ref[act],
-            targets, info.ik_residual, share=self.command_share,
+        angles, residual = ik.track_arms(
+            arm_ik, chain, (data.xpos[parents], data.xmat[parents]), data.qpos, info.pose_ref[act],
+            targets, cfg.ik_iterations_per_step, cfg.ik_damping,
         )  # fmt: skip
         info = info.replace(
             command=jnp.where(due, ik.nearest_pose(arm_ik, offset), info.command),
