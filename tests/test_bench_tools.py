@@ -503,12 +503,18 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
     rows += seed_table.run_rows(metrics, labels)
     figures = {r["metric"]: r["value"] for r in rows if r["bench"] == "block-train"}
     assert figures["s_per_iteration"] == 2.0 and figures["iterations"] == 3 and figures["collect_s"] == 1.5
-    text = seed_table.table(rows, bench_rows.load_prices())
+    text = seed_table.table(rows, bench_rows.load_prices(), every=True)
     assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 |" in text and "| 0.300 |" in text
     assert (
         "| 0.500 | 65,536 | 0.486 | seed's world (every hinge of the opponent simulated); bench best of the "
         "iterations, old, 2026-12-01 |" in text
     )
+    current = seed_table.table(rows, bench_rows.load_prices())
+    assert "| 0.300 |" in current and "| 0.500 |" not in current  # the newest per machine and world
+    reverted = [
+        {**r, "reverted": "x"} if r.get("commit") == "new" and r["bench"] == "block" else r for r in rows
+    ]
+    assert "| 0.500 |" in seed_table.table(reverted, bench_rows.load_prices())  # reverted code is not current
     assert "0.100" not in text  # another shape
     assert "| 0.250 | 131,072 | 0.243 | **lighter world**: the opponent's 25 idle hinges frozen" in text
     assert (
@@ -541,3 +547,20 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match=r"changed the task \(punch_gap_s\): not the seed's world"):
         seed_table.run_options(str(tmp_path))
+
+
+def test_seed_table_run_rows_hold_integer_labels_as_integers(tmp_path):
+    """`--from-run` rows: labels given as text that rows hold as numbers (cores, worlds) become integers, and
+    a missing label is named."""
+    run = tmp_path / "run"
+    run.mkdir()
+    metric = {"s_per_iteration": 2.0, "steps_per_s": 15000.0}
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(metric) for _ in range(8)) + "\n")
+    out = tmp_path / "rows.jsonl"
+    labels = ["device=cpu", "platform=cpu", "commit=abc", "date=2026-12-06T00:00Z", "command=block.py"]
+    argv = ["--from-run", str(run), "--out", str(out), *(f"--label={x}" for x in labels)]
+    assert seed_table.main([*argv, "--label=cores=16", "--label=worlds=1920"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["cores"], r["worlds"], r["unroll"]) for r in rows} == {(16, 1920, 16)}
+    with pytest.raises(SystemExit):
+        seed_table.main(argv[:-1])  # no command label

@@ -5,16 +5,20 @@ of minibatch 2,048) on an RTX 5090 and a 96-vCPU EC2 spot machine; `SEED_ROWS` q
 come from `results/bench/`:
 
 * ``bench``: `bench_block.py` rows of the seed's world (muscular body, simulated opponent, the shipped walking
-  teacher beside the policy, 2,048 worlds x 16 steps, 4 epochs of 2,048), the newest commit per device:
-  best and median of the timed iterations from one warm start;
+  teacher beside the policy, 2,048 worlds x 16 steps, 4 epochs of 2,048), or of it with a named physics
+  option (`PHYSICS_OPTIONS`): best and median of the timed iterations from one warm start;
 * ``training``: rows of real training runs (`--from-run`): the mean seconds per iteration after warm-up
   (`WARMUP_ITERATIONS` left out), and on the CPU path the profile's split (collect, learn, wait).
+
+The table shows the newest measurement per machine and world (`newest`) of code that stands (rows marked
+`reverted` left out); `--all` shows every dated one.
 
 The cost of 1,000 iterations is the seconds per iteration at the device's price (`prices.json`, each with its
 source and date). A 96-core CPU row is projected from a measured CPU run (`project_cores`) and labelled as a
 projection until a machine of that size runs it.
 
-    python experiments/seed_table.py                       # print the table from the kept rows
+    python experiments/seed_table.py                       # the current table from the kept rows
+    python experiments/seed_table.py --all                 # every dated measurement
     python experiments/seed_table.py --from-run runs/NAME --label device="NVIDIA H200" --label commit=abc \
         --out results/bench/seedtable-nvidia-h200-2026-12-05.jsonl     # a training run's rows
     python -m boxjax.bench.seed_table                      # the same, from the package
@@ -27,6 +31,7 @@ import glob
 import json
 import os
 import statistics
+from collections.abc import Callable
 
 from boxjax import mjcf, runs
 from boxjax.bench import rows as bench_rows
@@ -73,6 +78,10 @@ SPLIT = {
 def usd_per_1k(s_per_iteration: float, usd_per_hour: float) -> float:
     """Dollars for 1,000 iterations at `usd_per_hour`."""
     return s_per_iteration * 1000 / 3600 * usd_per_hour
+
+
+INTEGER_LABELS = {"cores", "worlds", "unroll"}
+"""Labels given on the command line that rows hold as integers."""
 
 
 def run_rows(metrics: list[dict], labels: dict) -> list[dict]:
@@ -220,9 +229,18 @@ def _line(machine: str, price: tuple[str, float | None], s: float, steps_per_s: 
     return f"| {machine} | {price[0]} | {s:.3f} | {steps_per_s:,.0f} | {cost} | {how} |"
 
 
-def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
+def newest(cells: dict[tuple, dict], key: Callable[[tuple, dict], tuple]) -> dict[tuple, dict]:
+    """Of cells ordered oldest first, the last of each `key(cell key, cell)`, in the order of those."""
+    last = {key(k, cell): k for k, cell in cells.items()}
+    return {k: cells[k] for k in cells if k in set(last.values())}
+
+
+def _bench_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
     lines = []
-    for (device, commit, world), cell in bench_cells(rows).items():
+    cells = bench_cells(rows if every else [r for r in rows if "reverted" not in r])
+    if not every:
+        cells = newest(cells, lambda k, _: (k[0], k[2]))  # device, variant
+    for (device, commit, world), cell in cells.items():
         for name in ("s_per_iteration_median", "s_per_iteration"):
             if name in cell:
                 kind = "median" if name.endswith("median") else "best"
@@ -232,9 +250,12 @@ def _bench_lines(rows: list[dict], prices: dict) -> list[str]:
     return lines
 
 
-def _train_lines(rows: list[dict], prices: dict) -> list[str]:
+def _train_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
     lines = []
-    for (device, platform, run), cell in train_cells(rows).items():
+    cells = train_cells(rows)
+    if not every:
+        cells = newest(cells, lambda k, cell: (k[0], k[1], cell.get("cores"), cell["variant"]))
+    for (device, platform, run), cell in cells.items():
         how = f"{cell['variant']}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
         how += f"{platform} path"
         if "collect_s" in cell:
@@ -259,8 +280,9 @@ def _train_lines(rows: list[dict], prices: dict) -> list[str]:
     return lines
 
 
-def table(rows: list[dict], prices: dict) -> str:
-    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured."""
+def table(rows: list[dict], prices: dict, every: bool = False) -> str:
+    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured; the
+    newest measurement per machine and world, or `every` dated one."""
     lines = [
         "| machine | price ($/h: entry, date) | s/iteration | steps/s | $ / 1,000 iterations | how |",
         "|---|---|---|---|---|---|",
@@ -270,7 +292,7 @@ def table(rows: list[dict], prices: dict) -> str:
             f"| {seed['machine']} | {seed['usd_per_hour']:.2f} | {seed['s_per_iteration']:.2f} | "
             f"{seed['steps_per_s']:,} | {seed['usd_per_1k']:.2f} | {seed['how']} |"
         )
-    return "\n".join(lines + _bench_lines(rows, prices) + _train_lines(rows, prices))
+    return "\n".join(lines + _bench_lines(rows, prices, every) + _train_lines(rows, prices, every))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-run", default=None, help="a training run folder: write its rows to --out")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
     p.add_argument("--out", default=None, help="rows file --from-run appends to")
+    p.add_argument("--all", action="store_true", help="every dated measurement, not the newest per machine")
     args = p.parse_args(argv)
     if args.from_run:
         if not args.out:
@@ -294,15 +317,15 @@ def main(argv: list[str] | None = None) -> int:
             **labels,
             "run": os.path.basename(os.path.normpath(args.from_run)),
         }
-        if "cores" in labels:
-            labels["cores"] = int(labels["cores"])
+        for key in INTEGER_LABELS & labels.keys():
+            labels[key] = int(labels[key])
         with open(args.out, "a") as f:
             for row in run_rows(runs.read_metrics(args.from_run), labels):
                 f.write(json.dumps(row) + "\n")
         return 0
     root = os.path.join(bench_rows.REPO, "results", "bench")
     paths = args.rows if args.rows is not None else sorted(glob.glob(os.path.join(root, "*.jsonl")))
-    print(table(read_rows(paths), bench_rows.load_prices()))
+    print(table(read_rows(paths), bench_rows.load_prices(), every=args.all))
     return 0
 
 
