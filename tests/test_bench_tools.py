@@ -353,6 +353,32 @@ def test_trace_summary_merges_overlaps_and_ranks_names(tmp_path):
         trace_report.find_trace(str(tmp_path / "plugins" / "profile" / "none"))
 
 
+def test_trace_gaps_name_what_the_host_did_and_what_the_device_waited_for(tmp_path):
+    def x(pid, tid, ts, dur, name):
+        return {"ph": "X", "pid": pid, "tid": tid, "ts": ts, "dur": dur, "name": name}
+
+    events = [
+        x(1, 7, 0, 100, "solve"),  # the stream: idle 100-300 (host in a callback), 350-400 (no host event)
+        x(1, 7, 20, 50, "nested"),
+        x(1, 7, 300, 50, "factor"),
+        x(1, 7, 400, 100, "solve"),
+        x(1, 8, 0, 10, "copy"),  # a quieter stream is not the one read
+        x(2, 1, 0, 340, "PjitFunction(iteration)"),
+        x(2, 1, 150, 100, "warp_ffi_callback"),
+    ]
+    path = _write_trace(tmp_path / trace_report.TRACE_NAME, events)
+    gaps = trace_report.idle_gaps(path)
+    assert [(g.ms, g.before, g.after, g.host) for g in gaps] == [
+        (0.2, "solve", "factor", "warp_ffi_callback"),
+        (0.05, "factor", "solve", trace_report.NO_HOST_EVENT),
+    ]
+    assert trace_report.idle_gaps(path, min_us=60) == gaps[:1]
+    text = trace_report.report(path)
+    assert "device idle gaps: 2, 0.2 ms in all" in text
+    assert "      0.20       1  warp_ffi_callback" in text and "      0.20       1  factor" in text
+    assert "     0.200  solve -> factor  (warp_ffi_callback)" in text
+
+
 def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
     for flag in (
         ["--trace", "t"],

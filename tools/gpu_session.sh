@@ -308,7 +308,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # 3); 5 the physics-changing named options benched (solver iteration cap 2, the CG solver); 6 two
     # 8-minute training runs side by side on the card (figures per iteration do not depend on timing): the
     # default, seed 1, and FAST_ARGS (default "--env solver_iterations=2"), seed 0, both with RUN_ARGS;
-    # PAIR_MINUTES each (default 8, counted from the start); rows via experiments/seed_table.py --from-run
+    # PAIR_MINUTES each (default 8, counted from the start); 7 the seed bench with two iterations traced
+    # (trace_report's idle gaps in the log; the trace in $OUT/traces); rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -337,7 +338,9 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
          python3 experiments/learn_report.py runs/$run --windows 3 | tee -a "$OUT/logs/session.txt"
          mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       4) SEEDCPU_LIMIT_S=570 bash "$0" seedcpu 9 ;;
-      *) log "issue41 takes a step 1-6"; exit 2 ;;
+      7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
+         mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
+      *) log "issue41 takes a step 1-7"; exit 2 ;;
     esac
     ;;
   bundle)

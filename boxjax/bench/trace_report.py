@@ -5,7 +5,10 @@ under `dir/plugins/profile/<time>/`. This reads it and prints, for every thread 
 each stream of `/device:GPU:N`): its events, busy time (overlapping events merged), the span from its first
 event's start to its last event's end, and the idle share of that span; then the names that took the most
 time on the device and on the host. On a GPU an idle share well above zero on the compute stream says the
-host (Python callbacks such as MuJoCo Warp's FFI calls, graph captures, launches) kept the GPU waiting.
+host (Python callbacks such as MuJoCo Warp's FFI calls, graph captures, launches) kept the GPU waiting; the
+gaps section locates that time: the busiest device stream's idle gaps, summed by what the host was doing in
+them (the innermost host event at each gap's middle) and by the device event that ended each gap, and the
+longest gaps one by one.
 
     python experiments/trace_report.py runs/trace              # newest trace under a folder
     python experiments/trace_report.py path/to/perfetto_trace.json.gz --top 20
@@ -107,6 +110,76 @@ def top_names(path: str, process_prefix: str, top: int) -> list[tuple[str, float
     return [(name, us / 1e3, count[name]) for name, us in total_us.most_common(top)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """One stretch of the busiest device stream with nothing running (times in µs)."""
+
+    start_us: float
+    end_us: float
+    before: str
+    """The device event that ended last before the gap."""
+    after: str
+    """The device event that started the busy stretch after it (what the device waited to run)."""
+    host: str
+    """The innermost host event at the gap's middle ("(no host event)" where none ran)."""
+
+    @property
+    def ms(self) -> float:
+        """The gap's length in ms."""
+        return (self.end_us - self.start_us) / 1e3
+
+
+NO_HOST_EVENT = "(no host event)"
+
+
+def idle_gaps(path: str, min_us: float = 0.0) -> list[Gap]:
+    """The idle gaps longer than `min_us` of the busiest `/device:` thread, in time order."""
+    processes, _, events = load_events(path)
+    device = {pid for pid, name in processes.items() if name.startswith("/device:")}
+    host = [e for e in events if processes.get(e["pid"], "").startswith("/host:")]
+    streams: dict[tuple[int, int], list[dict]] = {}
+    for e in events:
+        if e["pid"] in device:
+            streams.setdefault((e["pid"], e["tid"]), []).append(e)
+    if not streams:
+        return []
+    stream = max(streams.values(), key=lambda es: busy_us([(e["ts"], e["ts"] + e["dur"]) for e in es]))
+    gaps, end, before = [], None, ""
+    for e in sorted(stream, key=lambda e: e["ts"]):
+        stop = e["ts"] + e["dur"]
+        if end is not None and e["ts"] - end > min_us:
+            gaps.append(Gap(end, e["ts"], before, e["name"], _innermost(host, (end + e["ts"]) / 2)))
+        if end is None or stop >= end:
+            end, before = stop, e["name"]
+    return gaps
+
+
+def _innermost(events: list[dict], at_us: float) -> str:
+    """The name of the shortest event running at `at_us`, or `NO_HOST_EVENT`."""
+    running = [e for e in events if e["ts"] <= at_us < e["ts"] + e["dur"]]
+    return min(running, key=lambda e: e["dur"])["name"] if running else NO_HOST_EVENT
+
+
+def gap_summary(gaps: list[Gap], top: int) -> list[str]:
+    """Lines of the gaps section: idle ms by host event and by the device event that ended the gap, then the
+    `top` longest gaps."""
+    if not gaps:
+        return []
+    lines = ["", f"device idle gaps: {len(gaps)}, {sum(g.ms for g in gaps):.1f} ms in all"]
+    for title, key in (("host doing", lambda g: g.host), ("device waiting to run", lambda g: g.after)):
+        total: Counter = Counter()
+        count: Counter = Counter()
+        for g in gaps:
+            total[key(g)] += g.ms
+            count[key(g)] += 1
+        lines += [f"idle ms by {title} (ms, gaps):"]
+        lines += [f"  {ms:10.2f}  {count[name]:6d}  {name[:110]}" for name, ms in total.most_common(top)]
+    lines += [f"longest {top} gaps (ms: device event before -> after, host doing):"]
+    for g in sorted(gaps, key=lambda g: -g.ms)[:top]:
+        lines.append(f"  {g.ms:8.3f}  {g.before[:40]} -> {g.after[:40]}  ({g.host[:60]})")
+    return lines
+
+
 def report(path: str, top: int = 12) -> str:
     """The printed summary of the trace at `path`."""
     lines = [
@@ -123,7 +196,7 @@ def report(path: str, top: int = 12) -> str:
         if names:
             lines += ["", f"top {title} events (inclusive ms, count):"]
             lines += [f"  {ms:10.2f}  {n:6d}  {name[:110]}" for name, ms, n in names]
-    return "\n".join(lines)
+    return "\n".join(lines + gap_summary(idle_gaps(path), top))
 
 
 def main(argv: list[str] | None = None) -> int:
