@@ -309,7 +309,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # 8-minute training runs side by side on the card (figures per iteration do not depend on timing): the
     # default, seed 1, and FAST_ARGS (default "--env solver_iterations=2"), seed 0, both with RUN_ARGS;
     # PAIR_MINUTES each (default 8, counted from the start); 7 the seed bench with two iterations traced
-    # (trace_report's idle gaps in the log; the trace in $OUT/traces); rows via experiments/seed_table.py --from-run
+    # (trace_report's idle gaps in the log; the trace in $OUT/traces); 8 the engines' punch outcomes for one
+    # policy not learning (MuJoCo Warp against MuJoCo C); rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -338,9 +339,26 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
          python3 experiments/learn_report.py runs/$run --windows 3 | tee -a "$OUT/logs/session.txt"
          mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       4) SEEDCPU_LIMIT_S=570 bash "$0" seedcpu 9 ;;
+      8) # the engines on identical terms: the shipped muscular blocker not learning (learning rate pinned at
+         # 1e-12), face episodes only, MuJoCo Warp (2,048 x 16) and MuJoCo C (the CPU path, 15 x 128 x 16)
+         # side by side, ENGINE_MINUTES each: blocked / missed / hit shares of the same policy's punches
+         pinned="--ppo learning_rate=1e-12 --ppo learning_rate_bounds=1e-13,1e-12 --ppo desired_kl=0 --env kind_weights=1,0,0,0,0"
+         common="--body muscular --minutes ${ENGINE_MINUTES:-4} --iterations 100000 --checkpoint-every 100000 --seed 0 \
+           --teacher auto --init boxjax/data/blockers/block-muscular.msgpack $pinned"
+         log "engines: shipped blocker not learning, face episodes, ${ENGINE_MINUTES:-4} min, GPU and CPU side by side"
+         XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout 570 python3 experiments/block.py --platform gpu $common \
+           --name engine-warp 2>&1 | grep -v "^Module " > "$OUT/logs/engine-warp.txt" &
+         timeout 570 python3 experiments/block.py --platform cpu --mode decoupled --collectors 14 --worlds 128 \
+           --learners 1 --unroll 16 --epochs 4 --minibatch 2048 $common --name engine-c > "$OUT/logs/engine-c.txt" 2>&1 &
+         wait
+         for run in engine-warp engine-c; do
+           tail -n 2 "$OUT/logs/$run.txt"
+           python3 experiments/learn_report.py runs/$run --windows 2 | tee -a "$OUT/logs/session.txt"
+           mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/"
+         done ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
-      *) log "issue41 takes a step 1-7"; exit 2 ;;
+      *) log "issue41 takes a step 1-8"; exit 2 ;;
     esac
     ;;
   bundle)
