@@ -1,23 +1,27 @@
-"""States of muscular face episodes on MuJoCo C (zero actions), saved for the contact comparison."""
-import numpy as np, mujoco
+"""States of muscular episodes of one kind on MuJoCo C (zero actions), saved for the engine comparison:
+`python collect.py KIND PREFIX` (KIND face | shove) writes PREFIX-states.npz and PREFIX-model.mjb."""
+import sys
+
+import mujoco
+import numpy as np
+
 from boxjax.envs.block.env import BlockConfig
 from boxjax.envs.cpu import CpuEnv
-cfg = BlockConfig(body="muscular", kind_weights=(1.0, 0.0, 0.0, 0.0, 0.0))
-env = CpuEnv(cfg, num_worlds=16, seed=1)
+
+KIND_WEIGHTS = {"face": (1.0, 0.0, 0.0, 0.0, 0.0), "shove": (0.0, 0.0, 0.0, 0.0, 1.0)}
+kind, prefix = sys.argv[1], sys.argv[2]
+env = CpuEnv(BlockConfig(body="muscular", kind_weights=KIND_WEIGHTS[kind]), num_worlds=16, seed=1)
 env.reset()
-qpos, mocap_pos, mocap_quat, qvel, ctrl = [], [], [], [], []
+fields = ("ctrl", "qpos", "qvel", "mocap_pos", "mocap_quat")
+kept = {name: [] for name in fields}
 arrived = 0
 for t in range(200):
     out = env.step(np.zeros((16, env.action_size), np.float32))
     arrived += out.metrics["punch/arrived"].sum()
     if t % 2 == 0:
-        w = env.worlds
-        qpos.append(np.array(w.qpos)); qvel.append(np.array(w.qvel)); ctrl.append(np.array(w.ctrl)); mocap_pos.append(np.array(w.mocap_pos)); mocap_quat.append(np.array(w.mocap_quat))
-np.savez("/tmp/engdiag/states.npz", ctrl=np.concatenate(ctrl), qpos=np.concatenate(qpos), qvel=np.concatenate(qvel), mocap_pos=np.concatenate(mocap_pos), mocap_quat=np.concatenate(mocap_quat))
-mujoco.mj_saveLastXML  # noqa
-spec_xml = None
-import pickle
-with open("/tmp/engdiag/model.mjb", "wb") as f:
-    pass
-mujoco.mj_saveModel(env.mj_model, "/tmp/engdiag/model.mjb", None)
-print("states", np.concatenate(qpos).shape, "arrived", arrived, "ngeom", env.mj_model.ngeom, "nv", env.mj_model.nv)
+        for name in fields:
+            kept[name].append(np.array(getattr(env.worlds, name)))
+states = {name: np.concatenate(rows) for name, rows in kept.items()}
+np.savez(f"{prefix}-states.npz", **states)
+mujoco.mj_saveModel(env.mj_model, f"{prefix}-model.mjb", None)
+print("states", states["qpos"].shape, "arrived", arrived, "ngeom", env.mj_model.ngeom, "nv", env.mj_model.nv)

@@ -4,9 +4,10 @@ import numpy as np, mujoco, warp as wp
 sys.path.insert(0, "/tmp/mjwsite")
 import mujoco_warp as mjw
 wp.config.quiet = True
-mjm = mujoco.MjModel.from_binary_path("/tmp/engdiag/model.mjb")
-s = np.load("/tmp/engdiag/states.npz")
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+prefix = sys.argv[1]
+mjm = mujoco.MjModel.from_binary_path(f"{prefix}-model.mjb")
+s = np.load(f"{prefix}-states.npz")
+N = int(sys.argv[2])
 idx = np.linspace(0, len(s["qpos"]) - 1, N).astype(int)
 names = [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_GEOM, g) or f"g{g}" for g in range(mjm.ngeom)]
 # C contacts

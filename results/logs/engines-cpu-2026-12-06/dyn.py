@@ -3,9 +3,10 @@ import sys
 import numpy as np, mujoco, warp as wp
 sys.path.insert(0, "/tmp/mjwsite")
 import mujoco_warp as mjw
-mjm = mujoco.MjModel.from_binary_path("/tmp/engdiag/model.mjb")
-s = np.load("/tmp/engdiag/states.npz")
-N = int(sys.argv[1]); steps = int(sys.argv[2])
+prefix = sys.argv[1]
+mjm = mujoco.MjModel.from_binary_path(f"{prefix}-model.mjb")
+s = np.load(f"{prefix}-states.npz")
+N = int(sys.argv[2]); steps = int(sys.argv[3])
 idx = np.linspace(0, len(s["qpos"]) - 1, N).astype(int)
 mjd = mujoco.MjData(mjm)
 c_qacc, c_qpos, c_ncon, c_nefc = [], [], [], []

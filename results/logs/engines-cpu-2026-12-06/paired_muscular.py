@@ -1,5 +1,6 @@
 """Muscular body: the CPU path's task on MuJoCo C against the fused task on MJX-JAX through identical face
-episodes (zero actions), as tests/test_block_outcomes.py does for the simple body; also the observations."""
+episodes (zero actions), as tests/test_block_outcomes.py does for the simple body; also the observations:
+`python paired_muscular.py WORLDS STEPS SEED face|mix`."""
 import sys, time
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, "/work/main/tests")
@@ -7,9 +8,10 @@ import test_block_outcomes as t
 from boxjax.envs.block import env as block
 from boxjax.envs.block.env import BlockConfig
 from boxjax.envs.cpu import CpuEnv
-cfg = BlockConfig(body="muscular", kind_weights=(1.0, 0.0, 0.0, 0.0, 0.0))
-W, STEPS = 8, int(sys.argv[1])
-cpu = CpuEnv(cfg, num_worlds=W, seed=1); cpu.reset()
+MIX = {"face": {"kind_weights": (1.0, 0.0, 0.0, 0.0, 0.0)}, "mix": {}}  # "mix": the task's default kinds
+W, STEPS, SEED = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+cfg = BlockConfig(body="muscular", **MIX[sys.argv[4]])
+cpu = CpuEnv(cfg, num_worlds=W, seed=SEED); cpu.reset()
 task = block.BlockEnv(cfg); params = task.default_params()
 step = jax.jit(jax.vmap(task.step, in_axes=(None, 0, 0)))
 ref = t._as_mjx(params, cpu.state)
