@@ -195,10 +195,11 @@ def test_plot_reads_the_newest_split_run_per_shape_teacher_and_cap(tmp_path):
 def test_learn_report_windows_and_outcome_shares(tmp_path):
     assert [len(w) for w in learn_report.windows(list(range(10)), 3)] == [3, 4, 3]
     assert [len(w) for w in learn_report.windows(list(range(2)), 6)] == [1, 1]
+    ended = {1: 1.0, 2: 0.0, 3: 2.0, 4: 1.0}  # iteration 2 ended no episode: it reports 0 and weighs nothing
     rows = [
         {
-            "iteration": float(i), "episode/return": 10.0 * i, "episode/fall_rate": 0.5, "count/goals": i,
-            "count/punches": 3.0 * i,
+            "iteration": float(i), "episode/count": ended[i], "episode/return": 10.0 * i * (ended[i] > 0),
+            "episode/fall_rate": 0.5 * (ended[i] > 0), "count/goals": i, "count/punches": 3.0 * i,
             "env/punch/arrived": 0.01, "env/punch/parried": 0.005, "loss/distill": 0.2,
             "env/punch/missed": 0.004 - 0.001 * (i > 2), "env/punch/hit": 0.001 + 0.001 * (i > 2),
             "env/punch/blocked": 0.005, "env/punch/clean": 0.001 * (i > 2),
@@ -208,7 +209,8 @@ def test_learn_report_windows_and_outcome_shares(tmp_path):
     ]  # fmt: skip
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = learn_report.table(rows, 2).splitlines()
-    assert out[2].split(" | ")[:5] == ["| 1–2", "15", "50.0%", "4", "1.5"]
+    assert out[2].split(" | ")[:6] == ["| 1–2", "10", "50.0%", "0.5", "4", "1.5"]
+    assert out[3].split(" | ")[:3] == ["| 3–4", "33", "50.0%"]  # (2 x 30 + 40) / 3 episodes
     # blocked, parried, missed, hit, clean, hit score, parried of reaching (5 of 5 + 2), distill
     want = ["50%", "50%", "30%", "20%", "10%", "0.80", "71%", "0.200 |"]
     assert out[3].split(" | ")[-8:] == want

@@ -50,6 +50,7 @@ def _run(main, argv, capsys) -> tuple[int, str]:
         (["--ppo", "no_such=1"], "error: bad override 'no_such=1'"),
         (["--body", "nobody"], "error: argument --body: unknown body 'nobody'; valid: "),
         (["--platform", "gpu"], "error: --platform gpu needs an NVIDIA GPU and JAX's CUDA build"),
+        (["--solver-loop", "unrolled"], "error: --solver-loop applies to --platform gpu only"),
     ],
 )
 def test_bad_stance_input_is_one_error_line_with_status_2(argv, message, cli_env, capsys):
@@ -225,13 +226,13 @@ def test_the_boxjax_command_runs_as_a_module():
     assert done.returncode == 0 and "boxjax train --task stance|block|walk" in done.stdout
 
 
-def test_factor_flag_maps_to_the_factorisation_arguments():
+def test_warp_flags_map_to_the_physics_arguments():
     import argparse
 
     from boxjax.cli import common
 
     parser = argparse.ArgumentParser()
-    common.add_factor_argument(parser)
+    common.add_warp_arguments(parser)
     expected = {
         "auto": (None, None),
         "fused": (True, None),
@@ -239,6 +240,7 @@ def test_factor_flag_maps_to_the_factorisation_arguments():
         "fused-large": (True, "large"),
     }
     for flag, (fused, trees) in expected.items():
-        options = common.factor_options(parser.parse_args(["--factor", flag]))
-        assert options == {"fused_factor": fused, "fused_factor_trees": trees}
+        options = common.warp_options(parser.parse_args(["--factor", flag]))
+        assert options == {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": None}
     assert set(expected) == set(common.FACTORS)
+    assert common.warp_options(parser.parse_args(["--solver-loop", "unrolled"]))["solver_loop"] == "unrolled"

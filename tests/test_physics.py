@@ -105,6 +105,38 @@ def test_substeps_in_one_call_step_like_one_call_each():
     np.testing.assert_allclose(one.data.qvel, each.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel")
 
 
+def test_unrolled_solver_loop_steps_like_the_conditional_one(monkeypatch):
+    """MuJoCo Warp's constraint solver repeating its iterations as passes in sequence (converged worlds
+    skipping each) against its while-loop (the default): the same state after five control steps (20 physics
+    steps). On Warp's CPU device bit for bit, and only the default entered a while-loop (one per physics
+    step: the option reached the solver); on a GPU to the one-call bounds (atomic adds in varying order)."""
+    import warp
+
+    loops = []
+    enter = warp.capture_while
+    monkeypatch.setattr(warp, "capture_while", lambda *a, **k: (loops.append(1), enter(*a, **k))[1])
+    default, unrolled = _five_steps_beside_the_default(solver_loop="unrolled")
+    env = parity_env("warp")[0]
+    assert env.backend.config.solver_loop is None
+    np.testing.assert_array_equal(unrolled.data.time, default.data.time)
+    if jax.default_backend() == "cpu":
+        assert len(loops) == 5 * env.substeps
+        for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
+            np.testing.assert_array_equal(getattr(unrolled.data, field), getattr(default.data, field), field)
+        return
+    np.testing.assert_allclose(unrolled.data.qpos, default.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
+    np.testing.assert_allclose(
+        unrolled.data.qvel, default.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
+    )
+
+
+def test_a_bad_solver_loop_is_named():
+    with pytest.raises(ValueError, match="unknown solver loop 'while'; valid: conditional, unrolled"):
+        envs.make("stance", body="simple", impl="warp", solver_loop="while")
+    with pytest.raises(ValueError, match="solver loop 'unrolled' applies to impl 'warp' only, not 'jax'"):
+        envs.make("stance", body="simple", impl="jax", solver_loop="unrolled")
+
+
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
     env = envs.make("stance", body="simple", impl="warp", num_worlds=WORLDS, graph_mode="warp_staged_ex")
     assert env.backend.config.graph_mode == "warp_staged_ex"

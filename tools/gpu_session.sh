@@ -310,7 +310,13 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # default, seed 1, and FAST_ARGS (default "--env solver_iterations=2"), seed 0, both with RUN_ARGS;
     # PAIR_MINUTES each (default 8, counted from the start); 7 the seed bench with two iterations traced
     # (trace_report's idle gaps in the log; the trace in $OUT/traces); 8 the engines' punch outcomes for one
-    # policy not learning (MuJoCo Warp against MuJoCo C); rows via experiments/seed_table.py --from-run
+    # policy not learning (MuJoCo Warp against MuJoCo C); 9 the seed bench with the constraint solver's loop
+    # unrolled (--solver-loop unrolled: no CUDA while-node; same physics; two iterations traced), then this
+    # tree's default; 10 BASE_COMMIT's default unpacked from base-BASE_COMMIT.tgz (`git archive BASE_COMMIT
+    # boxjax` here: untracked, it travels); 11 a 9-minute training run, seed 0, named RUN_NAME (default
+    # unrolled), with RUN_ARGS (unset: "--solver-loop unrolled"; e.g. RUN_ARGS= RUN_NAME=fp32
+    # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
+    # them, not TF32); rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -356,6 +362,23 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
            python3 experiments/learn_report.py runs/$run --windows 2 | tee -a "$OUT/logs/session.txt"
            mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/"
          done ;;
+      9) SEED_REPEATS=3 SEED_ARGS="--solver-loop unrolled --trace /tmp/seedtrace-unrolled" BLOCK_LIMIT_S=300 \
+           bash "$0" seedbench
+         mkdir -p "$OUT/traces" && find /tmp/seedtrace-unrolled -name perfetto_trace.json.gz \
+           -exec cp {} "$OUT/traces/seed-world-unrolled.json.gz" \;
+         SEED_REPEATS=3 BLOCK_LIMIT_S=250 bash "$0" seedbench ;;
+      10) mkdir -p /tmp/base && tar xzf "base-${BASE_COMMIT:?name the base commit}.tgz" -C /tmp/base
+          rm -rf /tmp/base/experiments && cp -r experiments /tmp/base/
+          log "seed bench at $BASE_COMMIT (/tmp/base)"
+          (cd /tmp/base && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:/tmp/base SEED_REPEATS=3 \
+            BLOCK_LIMIT_S=300 bash "$OLDPWD/$0" seedbench) ;;
+      11) run=seedrun-${RUN_NAME:-unrolled}-seed0; args=${RUN_ARGS---solver-loop unrolled}
+          log "seed-table training run, seed 0, 9 min, $args"
+          timeout 570 python3 experiments/block.py --platform gpu --body muscular --minutes 9 --iterations 100000 \
+            --checkpoint-every 100000 --seed 0 --teacher auto --name $run \
+            --init boxjax/data/blockers/block-muscular.msgpack $args 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
+          python3 experiments/learn_report.py runs/$run --windows 3 | tee -a "$OUT/logs/session.txt"
+          mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
       *) log "issue41 takes a step 1-8"; exit 2 ;;

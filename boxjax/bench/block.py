@@ -108,7 +108,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="MuJoCo Warp calls per control step: one per physics substep (MJX's own, default) or one for "
         "all of them; 'one' with --iteration-only",
     )
-    cli_common.add_factor_argument(p)
+    cli_common.add_warp_arguments(p)
     p.add_argument(
         "--mj-option",
         action="append",
@@ -519,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         "teacher": args.teacher or "none",
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
+        "solver_loop": args.solver_loop or "default",
         "mj_options": args.mj_option,
         "task_options": args.env,
         "factor_asked": args.factor,
@@ -537,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                 "substeps_in_one_call": args.substep_calls == "one",
                 "mj_options": args.mj_option,
                 "opponent": opponent,
-                **cli_common.factor_options(args),
+                **cli_common.warp_options(args),
                 **args.env,
             }
             for worlds, unroll in shapes:

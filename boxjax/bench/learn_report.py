@@ -1,8 +1,10 @@
 """Block learning check at a glance: `python experiments/learn_report.py runs/NAME [...] [--windows 6]
 [--iterations N]`.
 
-For each block run a markdown table over windows of iterations (means within each window): return, falls,
-punches arrived per iteration, the success counts per iteration (goals, commands held, recoveries, bag hits,
+For each block run a markdown table over windows of iterations: the return and the falls of the episodes that
+ended in the window (weighted by the episodes each iteration ended: an iteration where none ended reports a
+return of 0 and weighs nothing), episodes ended per iteration, then means within each window: punches arrived
+per iteration, the success counts per iteration (goals, commands held, recoveries, bag hits,
 blocks), the outcome shares of arriving punches (blocked, of them parried by a touch of the guard; missed;
 hit, of them clean), the mean score of the hits (how much got through), the parried share of the punches
 that reached the fighter (parried over parried plus hit: the block skill itself, which standing out of
@@ -17,9 +19,13 @@ import argparse
 from boxjax import runs
 from boxjax.cli.common import run_main
 
-COLUMNS = (
+ENDED = (
     ("return", "episode/return", "{:.0f}"),
     ("falls", "episode/fall_rate", "{:.1%}"),
+)
+"""(header, metric, format) of the per-episode figures, averaged over the window's ended episodes."""
+COLUMNS = (
+    ("episodes", "episode/count", "{:.1f}"),
     ("punches", "count/punches", "{:.0f}"),
     ("goals", "count/goals", "{:.1f}"),
     ("commands held", "count/commands_held", "{:.1f}"),
@@ -46,7 +52,14 @@ def window_cells(window: list[dict]) -> list[str]:
         return sum(r.get(key, 0.0) for r in window) / len(window)
 
     span = f"{int(window[0]['iteration'])}–{int(window[-1]['iteration'])}"
-    cells = [span] + [fmt.format(mean(key)) for _, key, fmt in COLUMNS]
+    ended = sum(r.get("episode/count", 0.0) for r in window)
+    per_episode = [
+        fmt.format(sum(r.get(key, 0.0) * r.get("episode/count", 0.0) for r in window) / ended)
+        if ended
+        else "–"
+        for _, key, fmt in ENDED
+    ]
+    cells = [span, *per_episode] + [fmt.format(mean(key)) for _, key, fmt in COLUMNS]
     arrived = mean("env/punch/arrived")
     cells += [f"{mean(f'env/punch/{k}') / arrived:.0%}" if arrived > 0 else "–" for k in SHARES]
     hits = mean("env/punch/hit")
@@ -61,6 +74,7 @@ def table(rows: list[dict], count: int) -> str:
     """Markdown table of a run's windows."""
     head = [
         "iterations",
+        *(h for h, _, _ in ENDED),
         *(h for h, _, _ in COLUMNS),
         *SHARES,
         "hit score",

@@ -149,12 +149,14 @@ def changes_of(row: dict) -> tuple[str, ...]:
 
 def variant_of(row: dict) -> str:
     """The table's description of a row's world: the seed's, or its `changes_of` (named options, not the
-    seed's rule), and our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
-    same physics)."""
+    seed's rule), our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
+    same physics) and the solver's loop where a row unrolled it (`solver_loop`: the same physics)."""
     changes = changes_of(row)
     text = "; ".join(changes) + " (not the seed's rule)" if changes else SEED_WORLD
     if row.get("factor_trees") == "all":
         text += "; our kernel factors both fighters (same physics)"
+    if row.get("solver_loop") == "unrolled":
+        text += "; the solver's loop unrolled (same physics)"
     return text
 
 
@@ -193,8 +195,9 @@ def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
 
 
 def run_options(run_dir: str) -> dict:
-    """The labels a training run's summary.json gives its rows: `task_options` (its `--env` overrides, typed)
-    and `factor_trees` (which trees our factorisation took, where recorded); empty without a summary.
+    """The labels a training run's summary.json gives its rows: `task_options` (its `--env` overrides, typed),
+    `factor_trees` (which trees our factorisation took, where recorded) and `solver_loop` (where not MuJoCo
+    Warp's default); empty without a summary.
 
     Raises:
       ValueError: the run changed a task field other than `PHYSICS_OPTIONS` (not the seed's world).
@@ -213,6 +216,8 @@ def run_options(run_dir: str) -> dict:
     labels = {"task_options": given}
     if summary.get("factor_trees"):
         labels["factor_trees"] = summary["factor_trees"]
+    if summary.get("solver_loop", "default") != "default":
+        labels["solver_loop"] = summary["solver_loop"]
     return labels
 
 

@@ -33,7 +33,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=os.path.join("results", "bench"))
     p.add_argument("--price", default=None, help="price key of this device in prices.json")
     p.add_argument("--cache", default=None)
-    cli_common.add_factor_argument(p)
+    cli_common.add_warp_arguments(p)
     p.add_argument(
         "--devices",
         default="1",
@@ -46,7 +46,7 @@ def measure(
     body: str, worlds: int, unroll: int, repeats: int, factor: dict, devices: int = 1
 ) -> list[tuple[str, float, str]]:
     """All stance figures of one body at one world count: [(metric, value, unit)]; `factor` holds
-    `envs.make`'s factorisation arguments (`cli.common.factor_options`).
+    `envs.make`'s factorisation arguments (`cli.common.warp_options`).
 
     With `devices` > 1 the worlds are split over that many devices (`boxjax.rl.sharding`) and only the
     whole iteration is timed (set-up, compile, s/iteration, steps/s, overflow).
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     path = bench_rows.rows_path(args.out, "stance", device, date)
     rows = []
     with open(path, "a") as f:
-        factor = cli_common.factor_options(args)
+        factor = cli_common.warp_options(args)
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
             measured = measure(body, worlds, args.unroll, args.repeats, factor, devices)
             for metric, value, unit in measured:

@@ -38,7 +38,7 @@ from boxjax.envs.block import training
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = common.base_parser(__doc__, "boxjax train --task block")
-    common.add_factor_argument(parser)
+    common.add_warp_arguments(parser)
     parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
     parser.add_argument(
         "--graph-mode",
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_cpu_arguments(parser, training.CPU_WORLDS, fused=True)
     args = parser.parse_args(argv)
+    common.check_warp_arguments(parser, args)
     if args.graph_mode and args.platform != "gpu":
         parser.error("--graph-mode applies to --platform gpu only (MuJoCo Warp's CUDA graphs)")
 
@@ -146,7 +147,7 @@ def build(args):
         body=args.body,
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, devices),
-        **common.factor_options(args),
+        **common.warp_options(args),
         graph_mode=args.graph_mode,
         **fields,
     )
@@ -193,10 +194,11 @@ def factor_trees(env) -> str:
 
 def write_summary(out: str, args, history: list[dict], trees: str) -> None:
     """runs/<name>/summary.json (and printed): set-up time, iterations, which trees our factorisation took
-    (`factor_trees`), first and last figures."""
+    (`factor_trees`), the solver loop asked for, first and last figures."""
     summary = {
         **runs.summary_head(args, history),
         "factor_trees": trees,
+        "solver_loop": args.solver_loop or "default",
         "init": args.init,
         **training.summary(history),
     }

@@ -92,8 +92,9 @@ limit (the 89-DoF bodies), and then for every tree of more than 6 dofs (the bloc
 fused-large: ours for the 89-DoF trees alone (the opponent by MuJoCo Warp's tile Cholesky)."""
 
 
-def add_factor_argument(parser: argparse.ArgumentParser) -> None:
-    """The `--factor` flag of the GPU path (`FACTORS`)."""
+def add_warp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The MuJoCo Warp flags of the GPU path: `--factor` (`FACTORS`) and `--solver-loop`
+    (one of `boxjax.physics.mjx.SOLVER_LOOPS`, checked where the physics is configured)."""
     parser.add_argument(
         "--factor",
         choices=tuple(FACTORS),
@@ -101,12 +102,26 @@ def add_factor_argument(parser: argparse.ArgumentParser) -> None:
         help="MuJoCo Warp mass-matrix factorisation (auto: ours where a tree has more than 64 dofs, then for "
         "every tree of more than 6; fused-large: ours for the trees of more than 64 dofs alone)",
     )
+    parser.add_argument(
+        "--solver-loop",
+        default=None,
+        help="how MuJoCo Warp repeats its constraint solver's iterations (default: its own, conditional: a "
+        "CUDA graph while-node; unrolled: the iteration cap of passes, converged worlds skipping; the same "
+        "result)",
+    )
 
 
-def factor_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`boxjax.envs.make`'s factorisation arguments for `--factor` (`fused_factor`, `fused_factor_trees`)."""
+def check_warp_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse MuJoCo Warp's `--solver-loop` away from `--platform gpu` (it would change nothing there)."""
+    if args.solver_loop and args.platform != "gpu":
+        parser.error("--solver-loop applies to --platform gpu only (MuJoCo Warp's constraint solver)")
+
+
+def warp_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`boxjax.envs.make`'s MuJoCo Warp arguments for `--factor` and `--solver-loop` (`fused_factor`,
+    `fused_factor_trees`, `solver_loop`)."""
     fused, trees = FACTORS[args.factor]
-    return {"fused_factor": fused, "fused_factor_trees": trees}
+    return {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": args.solver_loop}
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:

@@ -65,9 +65,11 @@ def arguments(argv: list[str] | None = None):
         default="fast",
         help="curriculum window: fast (ours) or seed (2 episodes)",
     )
-    common.add_factor_argument(parser)
+    common.add_warp_arguments(parser)
     common.add_cpu_arguments(parser, training.CPU_WORLDS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    common.check_warp_arguments(parser, args)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +150,7 @@ def train_gpu(args, config, options: dict, out: str, run):
     from boxjax import envs
     from boxjax.rl import ppo
 
-    factor = common.factor_options(args)
+    factor = common.warp_options(args)
     env = envs.make("stance", body=args.body, num_worlds=config.num_envs, **factor, **options)
     print(
         f"stance: body={args.body} impl={env.backend.impl} worlds={config.num_envs} "

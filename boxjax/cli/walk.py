@@ -19,8 +19,9 @@ from boxjax.envs.walk import training
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = common.base_parser(__doc__, "boxjax train --task walk")
-    common.add_factor_argument(parser)
+    common.add_warp_arguments(parser)
     args = parser.parse_args(argv)
+    common.check_warp_arguments(parser, args)
 
     from boxjax import platform
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         body=args.body,
         impl="warp" if args.platform == "gpu" else "jax",
         num_worlds=sharding.worlds_per_device(config, len(devices)),
-        **common.factor_options(args),
+        **common.warp_options(args),
         **options,
     )
     name = args.name or f"walk-{args.body}-{args.platform}-{config.num_envs}"

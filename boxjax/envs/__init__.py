@@ -53,6 +53,7 @@ def make(
     fused_factor: bool | None = None,
     fused_factor_trees: str | None = None,
     graph_mode: str | None = None,
+    solver_loop: str | None = None,
     substeps_in_one_call: bool = False,
     **options: Any,
 ) -> Env:
@@ -69,6 +70,8 @@ def make(
         the block world's opponent too; None: this where it runs) or "large" (the 89-DoF trees alone;
         `boxjax.physics.mjx.FACTOR_TREES`).
       graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
+      solver_loop: MuJoCo Warp only: how its constraint solver repeats its iterations
+        (`boxjax.physics.mjx.SOLVER_LOOPS`; None: MuJoCo Warp's default; the same result either way).
       substeps_in_one_call: MuJoCo Warp only: a control step's physics substeps in one FFI call (same result).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
@@ -80,6 +83,7 @@ def make(
         fused_factor=fused_factor,
         fused_factor_trees=fused_factor_trees,
         graph_mode=graph_mode,
+        solver_loop=solver_loop,
         substeps_in_one_call=substeps_in_one_call,
     )
     if impl == "mujoco-c":

@@ -39,6 +39,13 @@ _SOLVER_CAP_BITS = sum(SOLVER_CAP_BITS.values())
 # MuJoCo Warp's conditional graph nodes, so "jax" is not offered.
 GRAPH_MODES = ("warp", "warp_staged", "warp_staged_ex")
 
+SOLVER_LOOPS = ("conditional", "unrolled")
+"""How MuJoCo Warp repeats its constraint solver's iterations (`PhysicsConfig.solver_loop`): "conditional",
+a CUDA graph while-node that stops once every world has converged (MuJoCo Warp's default); "unrolled", the
+solver's iteration cap of passes in sequence, each skipping the worlds already converged. The same result
+either way (`tests/test_physics.py`); the unrolled loop launches empty passes instead of entering a
+while-node, which on a GPU costs a gap of about 1.2 ms per physics step (`docs/history.md`)."""
+
 FACTOR_TREES = ("all", "large")
 """Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",
 every tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`: the block world's 43-DoF opponent
@@ -69,6 +76,9 @@ class PhysicsConfig:
     graph_mode: str | None = None
     """MuJoCo Warp on a GPU only: how Warp captures CUDA graphs, one of `GRAPH_MODES`; None = MJX's default
     ("warp": one graph per set of buffer addresses; the staged modes copy through fixed buffers instead)."""
+    solver_loop: str | None = None
+    """MuJoCo Warp only: how the constraint solver repeats its iterations, one of `SOLVER_LOOPS`; None =
+    MuJoCo Warp's default ("conditional")."""
     substeps_in_one_call: bool = False
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
@@ -82,6 +92,12 @@ class PhysicsConfig:
             raise ValueError(f"unknown graph mode {self.graph_mode!r}; valid: {', '.join(GRAPH_MODES)}")
         if self.graph_mode is not None and self.impl != "warp":
             raise ValueError(f"graph mode {self.graph_mode!r} applies to impl 'warp' only, not {self.impl!r}")
+        if self.solver_loop is not None and self.solver_loop not in SOLVER_LOOPS:
+            raise ValueError(f"unknown solver loop {self.solver_loop!r}; valid: {', '.join(SOLVER_LOOPS)}")
+        if self.solver_loop is not None and self.impl != "warp":
+            raise ValueError(
+                f"solver loop {self.solver_loop!r} applies to impl 'warp' only, not {self.impl!r}"
+            )
         trees = self.fused_factor_trees
         if trees is not None and trees not in FACTOR_TREES:
             raise ValueError(f"unknown fused_factor_trees {trees!r}; valid: {', '.join(FACTOR_TREES)}")
@@ -129,7 +145,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         preload_s = preload.preload_step_modules()
         if preload_s:
             print(f"Warp step modules preloaded in {preload_s:.1f} s", flush=True)
-        model = quiet(model)
+        model = with_solver_loop(quiet(model), config.solver_loop)
     return model
 
 
@@ -249,6 +265,14 @@ def quiet(model: mjx.Model) -> mjx.Model:
     if getattr(model, "impl", None) != mjx.Impl.WARP:
         return model
     return model.tree_replace({"opt._impl.warn_overflow": 0})
+
+
+def with_solver_loop(model: mjx.Model, loop: str | None) -> mjx.Model:
+    """A MuJoCo Warp `model` whose constraint solver repeats its iterations by `loop` (`SOLVER_LOOPS`;
+    None leaves MuJoCo Warp's default)."""
+    if loop is None:
+        return model
+    return model.tree_replace({"opt._impl.graph_conditional": loop == "conditional"})
 
 
 is_finite = backend.is_finite

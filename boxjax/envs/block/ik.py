@@ -158,6 +158,35 @@ def nearest_pose(ik: ArmIK, offsets_m: jax.Array) -> jax.Array:
     return jnp.argmin(gaps).astype(jnp.int32)
 
 
+def solve_spd(a: jax.Array, b: jax.Array) -> jax.Array:
+    """x (n,) with `a` x = `b` for a small symmetric positive-definite `a` (n, n): Cholesky and the two
+    substitutions written out entry by entry. Plain arithmetic that XLA fuses with the code around it; a
+    library solve (`jnp.linalg.solve`) is separate device calls that split XLA's CUDA graph, and on the GPU
+    each split left the device idle for about a millisecond (`docs/history.md`)."""
+    n = a.shape[-1]
+    low: list[list[jax.Array]] = [[] for _ in range(n)]
+    for i in range(n):
+        for j in range(i):
+            dot = sum((low[i][k] * low[j][k] for k in range(j)), jnp.zeros((), a.dtype))
+            low[i].append((a[i, j] - dot) / low[j][j])
+        low[i].append(jnp.sqrt(a[i, i] - sum((v * v for v in low[i]), jnp.zeros((), a.dtype))))
+    y: list[jax.Array] = []
+    for i in range(n):
+        y.append((b[i] - sum((low[i][k] * y[k] for k in range(i)), jnp.zeros((), a.dtype))) / low[i][i])
+    x: dict[int, jax.Array] = {}
+    for i in reversed(range(n)):
+        rest = sum((low[k][i] * x[k] for k in range(i + 1, n)), jnp.zeros((), a.dtype))
+        x[i] = (y[i] - rest) / low[i][i]
+    return jnp.stack([x[i] for i in range(n)])
+
+
+def damped_step(jac: jax.Array, error: jax.Array, damping: float) -> jax.Array:
+    """(J,) the damped-least-squares step jacᵀ (jac jacᵀ + damping² I)⁻¹ `error` for a glove Jacobian `jac`
+    (6, J) and glove error `error` (6,)."""
+    damped = jac @ jac.T + damping**2 * jnp.eye(jac.shape[0], dtype=jac.dtype)
+    return jac.T @ solve_spd(damped, error)
+
+
 def solve_arms(
     ik: ArmIK, qpos: jax.Array, targets: jax.Array, iterations: int = 12, damping: float = 0.05
 ) -> tuple[jax.Array, jax.Array]:
@@ -176,9 +205,7 @@ def solve_arms(
     def step(angles: jax.Array, _) -> tuple[jax.Array, None]:
         data = _kinematics(ik, qpos.at[adr].set(angles))
         error = goal - data.site_xpos[jnp.asarray(ik.glove_site_ids)].reshape(-1)
-        jac = glove_jacobian(ik, data)
-        damped = jac @ jac.T + damping**2 * jnp.eye(goal.shape[0], dtype=jnp.float32)
-        angles = jnp.clip(angles + jac.T @ jnp.linalg.solve(damped, error), lower, upper)
+        angles = jnp.clip(angles + damped_step(glove_jacobian(ik, data), error, damping), lower, upper)
         return angles, None
 
     with jax.default_matmul_precision("highest"):
@@ -318,9 +345,6 @@ def track_arms(
         for _ in range(iterations):
             gloves, axes, anchors = chain_kinematics(chain, *frames, qpos, angles)
             jac = hinge_jacobian(axes, anchors, gloves, ik.side)
-            damped = jac @ jac.T + damping**2 * jnp.eye(goal.shape[0], dtype=jnp.float32)
-            angles = jnp.clip(
-                angles + jac.T @ jnp.linalg.solve(damped, goal - gloves.reshape(-1)), lower, upper
-            )
+            angles = jnp.clip(angles + damped_step(jac, goal - gloves.reshape(-1), damping), lower, upper)
         gloves, _, _ = chain_kinematics(chain, *frames, qpos, angles)
     return angles, jnp.max(jnp.linalg.norm(targets - gloves, axis=-1))
