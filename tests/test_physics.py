@@ -15,7 +15,7 @@ import pytest
 from boxjax import envs
 from boxjax.envs.wrappers import autoreset_step, batch_reset
 from boxjax.physics import mjx as physics
-from boxjax.physics import one_call
+from boxjax.physics import one_call, passive_patch
 from boxjax.rl import ppo
 
 WORLDS = 2
@@ -128,6 +128,62 @@ def test_unrolled_solver_loop_steps_like_the_conditional_one(monkeypatch):
     np.testing.assert_allclose(
         unrolled.data.qvel, default.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
     )
+
+
+@pytest.mark.skipif(
+    "jax.default_backend() != 'cpu'",
+    reason="a CUDA graph keeps the code it captured: switching needs a fresh one",
+)
+def test_gravity_compensation_launch_is_left_out_with_the_same_state(monkeypatch):
+    """Stance (no body with gravity compensation) through five control steps with MuJoCo Warp's
+    gravity-compensation kernel left out (the default) and with it launched (the patch off): the same state
+    bit for bit on Warp's CPU device, and the kernel launched only without the patch (once a physics step)."""
+    import importlib
+
+    import warp
+
+    gravity_force = importlib.import_module(passive_patch._PASSIVE)._gravity_force
+    env, reset, step = parity_env("warp")
+    keys = jax.random.split(jax.random.PRNGKey(5), WORLDS)
+    actions = 0.3 * jax.random.uniform(
+        jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
+    )
+    launched = []
+    launch = warp.launch
+
+    def counted(*args, **kwargs):
+        launched.append((args[0] if args else kwargs["kernel"]) is gravity_force)
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(warp, "launch", counted)
+
+    def five_steps():
+        state = reset(keys)
+        for a in actions:
+            state = step(state, a)
+        return jax.block_until_ready(state)  # MuJoCo Warp's Python runs in the computation, not at dispatch
+
+    assert passive_patch.installed()
+    patched, launches_patched = five_steps(), sum(launched)
+    passive_patch.install(False)
+    launched.clear()
+    try:
+        stock = five_steps()
+    finally:
+        passive_patch.install()
+    assert (launches_patched, sum(launched)) == (0, 5 * env.substeps)  # one a physics step
+    for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint", "qfrc_passive"):
+        np.testing.assert_array_equal(getattr(patched.data, field), getattr(stock.data, field), field)
+
+
+def test_models_alike_in_size_but_not_in_gravity_compensation_are_refused():
+    from types import SimpleNamespace
+
+    sizes = dict(nbody=3, njnt=2, nv=2, nu=1, ngeom=2, nsite=9999)  # no boxjax model has 9999 sites
+    passive_patch.register(SimpleNamespace(**sizes, ngravcomp=0))
+    passive_patch.register(SimpleNamespace(**sizes, ngravcomp=0))  # the same answer again: fine
+    with pytest.raises(passive_patch.FingerprintClashError, match="differ in gravity compensation"):
+        passive_patch.register(SimpleNamespace(**sizes, ngravcomp=1))
 
 
 def test_a_bad_solver_loop_is_named():

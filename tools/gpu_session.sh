@@ -312,7 +312,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # (trace_report's idle gaps in the log; the trace in $OUT/traces); 8 the engines' punch outcomes for one
     # policy not learning (MuJoCo Warp against MuJoCo C); 9 the seed bench with the constraint solver's loop
     # unrolled (--solver-loop unrolled: no CUDA while-node; same physics; two iterations traced), then this
-    # tree's default; 10 BASE_COMMIT's default unpacked from base-BASE_COMMIT.tgz (`git archive BASE_COMMIT
+    # tree's default (since 71df9cd: the arm fits' Cholesky written out, the gravity-compensation launch left
+    # out); 10 BASE_COMMIT's default unpacked from base-BASE_COMMIT.tgz (`git archive BASE_COMMIT
     # boxjax` here: untracked, it travels); 11 a 9-minute training run, seed 0, named RUN_NAME (default
     # unrolled), with RUN_ARGS (unset: "--solver-loop unrolled"; e.g. RUN_ARGS= RUN_NAME=fp32
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes

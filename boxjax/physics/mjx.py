@@ -129,14 +129,17 @@ def resolve_impl(impl: str | None) -> str:
 
 def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     """The model on the device; with Warp, MuJoCo Warp's step modules compiled side by side
-    (`boxjax.physics.preload`) and solver-cap warnings masked so they cannot flood stdout."""
+    (`boxjax.physics.preload`), its gravity-compensation launch left out where no body has any
+    (`boxjax.physics.passive_patch`) and solver-cap warnings masked so they cannot flood stdout."""
     if config.impl == "warp":
         import warp
 
-        from boxjax.physics import factor_patch, preload
+        from boxjax.physics import factor_patch, passive_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         factor_patch.install(fused_factor(mj_model, config))
+        passive_patch.install()
+        passive_patch.register(mj_model)
         with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):
             model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
     else:
