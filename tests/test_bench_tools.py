@@ -387,6 +387,7 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
         ["--graph-mode", "warp_staged_ex"],
         ["--substep-calls", "one"],
         ["--mj-option", "ccd_iterations=12"],
+        ["--init", "boxjax/data/blockers/block-muscular.msgpack"],
     ):
         with pytest.raises(SystemExit):
             block.parse(flag)
@@ -562,13 +563,27 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
     summary = {
         "overrides": {"ppo": [], "env": ["solver_iterations=2"]},
         "factor_trees": "all",
+        "solver_loop": "unrolled",
     }
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     labels = seed_table.run_options(str(tmp_path))
-    assert labels == {"task_options": {"solver_iterations": 2}, "factor_trees": "all"}
+    assert labels == {
+        "task_options": {"solver_iterations": 2},
+        "factor_trees": "all",
+        "solver_loop": "unrolled",
+    }
     assert seed_table.variant_of(labels) == (
         "**physics changed**: solver cap 2 iterations (not the seed's rule); our kernel factors both "
-        "fighters (same physics)"
+        "fighters (same physics); the solver's loop unrolled (same physics)"
+    )
+    bench_row = {
+        "factor_trees": "all",
+        "solver_loop": "default",
+        "policy": "data/blockers/block-muscular.msgpack",
+    }
+    assert seed_table.variant_of(bench_row) == (
+        "seed's world (every hinge of the opponent simulated); our kernel factors both fighters (same "
+        "physics); acting: block-muscular.msgpack"
     )
     assert seed_table.run_options(str(tmp_path / "none")) == {}
     summary["overrides"]["env"].append("punch_gap_s=0,0")

@@ -7,7 +7,7 @@
 set -u
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BOXJAX_CACHE=/tmp/bxcache
 export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
+export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 log() { echo "== $(date -u +%FT%TZ) $*" | tee -a "$OUT/logs/session.txt"; }
 bundle() { tar czf "$OUT/results-$1.tgz" results runs/*/metrics.jsonl runs/*/summary.json "$OUT/logs" 2>/dev/null; }
 
@@ -314,7 +314,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # unrolled (--solver-loop unrolled: no CUDA while-node; same physics; two iterations traced), then this
     # tree's default (since 71df9cd: the arm fits' Cholesky written out, the gravity-compensation launch left
     # out); 10 BASE_COMMIT's default unpacked from base-BASE_COMMIT.tgz (`git archive BASE_COMMIT
-    # boxjax` here: untracked, it travels); 11 a 9-minute training run, seed 0, named RUN_NAME (default
+    # boxjax` here: untracked, it travels), then this tree's default with the shipped blocker acting (as in
+    # training from it; the bench's own policy is fresh weights); 11 a 9-minute training run, seed 0, named RUN_NAME (default
     # unrolled), with RUN_ARGS (unset: "--solver-loop unrolled"; e.g. RUN_ARGS= RUN_NAME=fp32
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
     # them, not TF32); rows via experiments/seed_table.py --from-run
@@ -372,7 +373,9 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           rm -rf /tmp/base/experiments && cp -r experiments /tmp/base/
           log "seed bench at $BASE_COMMIT (/tmp/base)"
           (cd /tmp/base && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:/tmp/base SEED_REPEATS=3 \
-            BLOCK_LIMIT_S=300 bash "$OLDPWD/$0" seedbench) ;;
+            BLOCK_LIMIT_S=280 bash "$OLDPWD/$0" seedbench)
+          SEED_REPEATS=3 SEED_ARGS="--init boxjax/data/blockers/block-muscular.msgpack" BLOCK_LIMIT_S=250 \
+            bash "$0" seedbench ;;
       11) run=seedrun-${RUN_NAME:-unrolled}-seed0; args=${RUN_ARGS---solver-loop unrolled}
           log "seed-table training run, seed 0, 9 min, $args"
           timeout 570 python3 experiments/block.py --platform gpu --body muscular --minutes 9 --iterations 100000 \

@@ -82,6 +82,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="comma list of simulated, puppet (default: both on GPU, simulated on CPU)",
     )
     p.add_argument("--teacher", default="", help="'' none, shipped, untrained, or a teacher file / walk dir")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="a checkpoint or policy file of the block task whose policy acts in the timed iterations (e.g. "
+        "the shipped blocker, as training from it acts; default: fresh weights); with --iteration-only",
+    )
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per iteration")
     p.add_argument("--minibatch", type=int, default=2048, help="PPO minibatch (capped at the batch)")
@@ -136,6 +142,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--trace": args.trace,
         "--substep-calls one": args.substep_calls != "each",
         "--mj-option": args.mj_option,
+        "--init": args.init,
     }
     for flag, given in iteration_only_flags.items():
         if given and not args.iteration_only:
@@ -300,6 +307,8 @@ class Case:
     """The walking teacher beside the policy ("", "untrained", or a teacher file)."""
     opponent: str = "simulated"
     """The opponent (`BlockConfig.opponent`)."""
+    init: str | None = None
+    """A block checkpoint or policy file whose model acts (None: fresh weights)."""
 
 
 def time_iteration(
@@ -314,6 +323,7 @@ def time_iteration(
     import jax
     import jax.numpy as jnp
 
+    from boxjax.models import checkpoint
     from boxjax.physics import graphs
     from boxjax.rl import ppo
     from boxjax.rl.rollout import RolloutState, network_policy, rollout
@@ -331,9 +341,13 @@ def time_iteration(
     )
     key = jax.random.PRNGKey(0)
     zeros = jnp.zeros((worlds,), jnp.float32)
+    train_state = init_train_state(env, config, key)
+    if case.init:
+        model = checkpoint.init_model(case.init, train_state, ppo.run_meta(env, config))
+        train_state = train_state.replace(**model)
     ts, rs = ppo.own_buffers(
         (
-            init_train_state(env, config, key),
+            train_state,
             RolloutState(env=first, episode_return=zeros, episode_length=zeros),
         )
     )
@@ -517,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": date,
         "versions": bench_rows.versions(),
         "teacher": args.teacher or "none",
+        "policy": args.init or "fresh",
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
         "solver_loop": args.solver_loop or "default",
@@ -543,7 +558,15 @@ def main(argv: list[str] | None = None) -> int:
             }
             for worlds, unroll in shapes:
                 case = Case(
-                    body, worlds, unroll, args.epochs, args.minibatch, args.repeats, args.teacher, opponent
+                    body,
+                    worlds,
+                    unroll,
+                    args.epochs,
+                    args.minibatch,
+                    args.repeats,
+                    args.teacher,
+                    opponent,
+                    args.init,
                 )
                 if args.iteration_only:
                     reset_s, first = time_reset("full", body, worlds, args.repeats, physics)

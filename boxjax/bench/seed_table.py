@@ -150,13 +150,17 @@ def changes_of(row: dict) -> tuple[str, ...]:
 def variant_of(row: dict) -> str:
     """The table's description of a row's world: the seed's, or its `changes_of` (named options, not the
     seed's rule), our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
-    same physics) and the solver's loop where a row unrolled it (`solver_loop`: the same physics)."""
+    same physics), the solver's loop where a row unrolled it (`solver_loop`: the same physics) and the policy
+    that acted in a bench where not fresh weights (`policy`: a trained one keeps its guard up and falls less,
+    which changes the physics' work, not its rule)."""
     changes = changes_of(row)
     text = "; ".join(changes) + " (not the seed's rule)" if changes else SEED_WORLD
     if row.get("factor_trees") == "all":
         text += "; our kernel factors both fighters (same physics)"
     if row.get("solver_loop") == "unrolled":
         text += "; the solver's loop unrolled (same physics)"
+    if row.get("policy", "fresh") != "fresh":
+        text += f"; acting: {os.path.basename(row['policy'])}"
     return text
 
 
