@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import glob
 import gzip
+import heapq
 import json
 import os
 from collections import Counter
@@ -56,7 +58,13 @@ def find_trace(path: str) -> str:
 
 
 def load_events(path: str) -> tuple[dict[int, str], dict[tuple[int, int], str], list[dict]]:
-    """(process names by pid, thread names by (pid, tid), complete ('X') events, ts and dur in µs)."""
+    """(process names by pid, thread names by (pid, tid), complete ('X') events, ts and dur in µs); a file
+    read once while it is unchanged (the report's sections share it; callers must not modify it)."""
+    return _parsed(path, os.path.getmtime(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed(path: str, mtime: float) -> tuple[dict[int, str], dict[tuple[int, int], str], list[dict]]:
     with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
@@ -144,20 +152,33 @@ def idle_gaps(path: str, min_us: float = 0.0) -> list[Gap]:
     if not streams:
         return []
     stream = max(streams.values(), key=lambda es: busy_us([(e["ts"], e["ts"] + e["dur"]) for e in es]))
-    gaps, end, before = [], None, ""
+    spans, end, before = [], None, ""
     for e in sorted(stream, key=lambda e: e["ts"]):
         stop = e["ts"] + e["dur"]
         if end is not None and e["ts"] - end > min_us:
-            gaps.append(Gap(end, e["ts"], before, e["name"], _innermost(host, (end + e["ts"]) / 2)))
+            spans.append((end, e["ts"], before, e["name"]))
         if end is None or stop >= end:
             end, before = stop, e["name"]
-    return gaps
+    hosts = _innermost(host, [(start + stop) / 2 for start, stop, _, _ in spans])
+    return [Gap(*span, doing) for span, doing in zip(spans, hosts, strict=True)]
 
 
-def _innermost(events: list[dict], at_us: float) -> str:
-    """The name of the shortest event running at `at_us`, or `NO_HOST_EVENT`."""
-    running = [e for e in events if e["ts"] <= at_us < e["ts"] + e["dur"]]
-    return min(running, key=lambda e: e["dur"])["name"] if running else NO_HOST_EVENT
+def _innermost(events: list[dict], times_us: list[float]) -> list[str]:
+    """For each of the ascending `times_us`, the name of the shortest event running then, or
+    `NO_HOST_EVENT` (one sweep: events enter by start, leave by end)."""
+    order = sorted(events, key=lambda e: e["ts"])
+    running: list[tuple[float, int]] = []  # (end, index in order), a heap by end
+    names, entered = [], 0
+    for t in times_us:
+        while entered < len(order) and order[entered]["ts"] <= t:
+            heapq.heappush(running, (order[entered]["ts"] + order[entered]["dur"], entered))
+            entered += 1
+        while running and running[0][0] <= t:
+            heapq.heappop(running)
+        names.append(
+            min((order[i] for _, i in running), key=lambda e: e["dur"])["name"] if running else NO_HOST_EVENT
+        )
+    return names
 
 
 def gap_summary(gaps: list[Gap], top: int) -> list[str]:
