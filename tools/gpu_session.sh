@@ -364,11 +364,11 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
            python3 experiments/learn_report.py runs/$run --windows 2 | tee -a "$OUT/logs/session.txt"
            mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/"
          done ;;
-      9) SEED_REPEATS=3 SEED_ARGS="--solver-loop unrolled --trace /tmp/seedtrace-unrolled" BLOCK_LIMIT_S=300 \
+      9) SEED_REPEATS=3 SEED_ARGS="--solver-loop unrolled --trace /tmp/seedtrace-unrolled" BLOCK_LIMIT_S=330 \
            bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace-unrolled -name perfetto_trace.json.gz \
            -exec cp {} "$OUT/traces/seed-world-unrolled.json.gz" \;
-         SEED_REPEATS=3 BLOCK_LIMIT_S=250 bash "$0" seedbench ;;
+         SEED_REPEATS=3 BLOCK_LIMIT_S=235 bash "$0" seedbench ;;
       10) mkdir -p /tmp/base && tar xzf "base-${BASE_COMMIT:?name the base commit}.tgz" -C /tmp/base
           rm -rf /tmp/base/experiments && cp -r experiments /tmp/base/
           log "seed bench at $BASE_COMMIT (/tmp/base)"
