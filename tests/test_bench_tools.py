@@ -607,3 +607,19 @@ def test_seed_table_run_rows_hold_integer_labels_as_integers(tmp_path):
     assert {(r["cores"], r["worlds"], r["unroll"]) for r in rows} == {(16, 1920, 16)}
     with pytest.raises(SystemExit):
         seed_table.main(argv[:-1])  # no command label
+
+
+def test_the_host_event_at_a_gap_is_the_shortest_running_then_first_of_ties():
+    """`trace_report._innermost`'s sweep against the plain search, with ties and zero-length events."""
+    rng = np.random.default_rng(0)
+    events = [
+        {"name": f"e{i}", "ts": float(rng.integers(0, 20)), "dur": float(rng.integers(0, 6))}
+        for i in range(60)
+    ]
+    times = sorted(rng.uniform(0, 25, 200).tolist() + [5.0, 10.0])
+
+    def plain(t):
+        running = [e for e in events if e["ts"] <= t < e["ts"] + e["dur"]]
+        return min(running, key=lambda e: e["dur"])["name"] if running else trace_report.NO_HOST_EVENT
+
+    assert trace_report._innermost(events, times) == [plain(t) for t in times]

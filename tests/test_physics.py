@@ -176,14 +176,47 @@ def test_gravity_compensation_launch_is_left_out_with_the_same_state(monkeypatch
         np.testing.assert_array_equal(getattr(patched.data, field), getattr(stock.data, field), field)
 
 
-def test_models_alike_in_size_but_not_in_gravity_compensation_are_refused():
+def test_models_alike_in_size_but_not_in_gravity_compensation_are_refused(monkeypatch):
     from types import SimpleNamespace
 
-    sizes = dict(nbody=3, njnt=2, nv=2, nu=1, ngeom=2, nsite=9999)  # no boxjax model has 9999 sites
+    monkeypatch.setattr(passive_patch, "_WITHOUT_GRAVCOMP", {})
+    sizes = dict(nbody=3, njnt=2, nv=2, nu=1, ngeom=2, nsite=0)
     passive_patch.register(SimpleNamespace(**sizes, ngravcomp=0))
     passive_patch.register(SimpleNamespace(**sizes, ngravcomp=0))  # the same answer again: fine
     with pytest.raises(passive_patch.FingerprintClashError, match="differ in gravity compensation"):
         passive_patch.register(SimpleNamespace(**sizes, ngravcomp=1))
+
+
+GRAVCOMP_XML = """<mujoco><worldbody>
+  <body gravcomp="1"><joint type="hinge" axis="1 0 0"/><geom size="0.1" pos="0 0.2 0" mass="1"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.skipif("jax.default_backend() != 'cpu'", reason="counts launches as the Python runs: CPU only")
+def test_a_model_with_gravity_compensation_keeps_its_launch(monkeypatch):
+    """A body with gravity compensation, put straight through MJX (registered by the wrapped `put_model`):
+    MuJoCo Warp's kernel runs for it and the compensation holds the arm up (qfrc_gravcomp not zero)."""
+    import importlib
+
+    import warp
+    from mujoco import mjx
+
+    gravity_force = importlib.import_module(passive_patch._PASSIVE)._gravity_force
+    model = mujoco.MjModel.from_xml_string(GRAVCOMP_XML)
+    passive_patch.install()
+    mx = physics.quiet(mjx.put_model(model, impl="warp"))
+    data = jax.vmap(lambda _: mjx.make_data(model, impl="warp", naconmax=8, njmax=8))(jnp.arange(1))
+    launched = []
+    launch = warp.launch
+
+    def counted(*args, **kwargs):
+        launched.append((args[0] if args else kwargs["kernel"]) is gravity_force)
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(warp, "launch", counted)
+    stepped = jax.block_until_ready(jax.jit(jax.vmap(lambda d: mjx.step(mx, d)))(data))
+    assert sum(launched) == 1
+    assert float(jnp.abs(stepped.qfrc_gravcomp).max()) > 1.0  # about m g r = 1 x 9.81 x 0.2 N m
 
 
 def test_a_bad_solver_loop_is_named():

@@ -5,6 +5,7 @@
 # The machine's copy of the tree keeps the session's first git commit: start the call with
 # `BOXJAX_COMMIT=$(git rev-parse HEAD)` (run here) so the rows name the code they measured.
 set -u
+SCRIPT=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BOXJAX_CACHE=/tmp/bxcache
 export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
@@ -364,7 +365,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
            python3 experiments/learn_report.py runs/$run --windows 2 | tee -a "$OUT/logs/session.txt"
            mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/"
          done ;;
-      9) SEED_REPEATS=3 SEED_ARGS="--solver-loop unrolled --trace /tmp/seedtrace-unrolled" BLOCK_LIMIT_S=330 \
+      9) rm -rf /tmp/seedtrace-unrolled
+         SEED_REPEATS=3 SEED_ARGS="--solver-loop unrolled --trace /tmp/seedtrace-unrolled" BLOCK_LIMIT_S=330 \
            bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace-unrolled -name perfetto_trace.json.gz \
            -exec cp {} "$OUT/traces/seed-world-unrolled.json.gz" \;
@@ -373,7 +375,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           rm -rf /tmp/base/experiments && cp -r experiments /tmp/base/
           log "seed bench at $BASE_COMMIT (/tmp/base)"
           (cd /tmp/base && BOXJAX_COMMIT=$BASE_COMMIT PYTHONPATH=/tmp/site:/tmp/base SEED_REPEATS=3 \
-            BLOCK_LIMIT_S=280 bash "$OLDPWD/$0" seedbench)
+            BLOCK_LIMIT_S=280 bash "$SCRIPT" seedbench)
           SEED_REPEATS=3 SEED_ARGS="--init boxjax/data/blockers/block-muscular.msgpack" BLOCK_LIMIT_S=250 \
             bash "$0" seedbench ;;
       11) run=seedrun-${RUN_NAME:-unrolled}-seed0; args=${RUN_ARGS---solver-loop unrolled}
@@ -385,7 +387,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
-      *) log "issue41 takes a step 1-8"; exit 2 ;;
+      *) log "issue41 takes a step 1-11"; exit 2 ;;
     esac
     ;;
   bundle)

@@ -60,11 +60,12 @@ def find_trace(path: str) -> str:
 def load_events(path: str) -> tuple[dict[int, str], dict[tuple[int, int], str], list[dict]]:
     """(process names by pid, thread names by (pid, tid), complete ('X') events, ts and dur in µs); a file
     read once while it is unchanged (the report's sections share it; callers must not modify it)."""
-    return _parsed(path, os.path.getmtime(path))
+    stat = os.stat(path)
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=1)
-def _parsed(path: str, mtime: float) -> tuple[dict[int, str], dict[tuple[int, int], str], list[dict]]:
+def _parsed(path: str, mtime_ns: int, size: int) -> tuple[dict, dict, list[dict]]:
     with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
@@ -164,9 +165,9 @@ def idle_gaps(path: str, min_us: float = 0.0) -> list[Gap]:
 
 
 def _innermost(events: list[dict], times_us: list[float]) -> list[str]:
-    """For each of the ascending `times_us`, the name of the shortest event running then, or
-    `NO_HOST_EVENT` (one sweep: events enter by start, leave by end)."""
-    order = sorted(events, key=lambda e: e["ts"])
+    """For each of the ascending `times_us`, the name of the shortest event running then (of equally short
+    ones the first in `events`), or `NO_HOST_EVENT` (one sweep: events enter by start, leave by end)."""
+    order = sorted(({**e, "file_index": i} for i, e in enumerate(events)), key=lambda e: e["ts"])
     running: list[tuple[float, int]] = []  # (end, index in order), a heap by end
     names, entered = [], 0
     for t in times_us:
@@ -175,9 +176,8 @@ def _innermost(events: list[dict], times_us: list[float]) -> list[str]:
             entered += 1
         while running and running[0][0] <= t:
             heapq.heappop(running)
-        names.append(
-            min((order[i] for _, i in running), key=lambda e: e["dur"])["name"] if running else NO_HOST_EVENT
-        )
+        shortest = min(running, key=lambda r: (order[r[1]]["dur"], order[r[1]]["file_index"]), default=None)
+        names.append(order[shortest[1]]["name"] if shortest else NO_HOST_EVENT)
     return names
 
 

@@ -44,7 +44,9 @@ SOLVER_LOOPS = ("conditional", "unrolled")
 a CUDA graph while-node that stops once every world has converged (MuJoCo Warp's default); "unrolled", the
 solver's iteration cap of passes in sequence, each skipping the worlds already converged. The same result
 either way (`tests/test_physics.py`); the unrolled loop launches empty passes instead of entering a
-while-node, which on a GPU costs a gap of about 1.2 ms per physics step (`docs/history.md`)."""
+while-node, which on a GPU costs a gap of about 1.2 ms per physics step (`docs/history.md`). It sets MuJoCo
+Warp's `Option.graph_conditional`, which also picks plain loops over graph conditionals in paths boxjax's
+models do not take (sleeping bodies' broadphase, flex collisions, implicit derivatives' PCG)."""
 
 FACTOR_TREES = ("all", "large")
 """Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",

@@ -5,11 +5,14 @@ The MuJoCo Warp that MJX 3.17 vendors launches its `_gravity_force` kernel over 
 every step whether or not any body has `gravcomp` (MuJoCo C checks `ngravcomp` first); each thread reads a
 zero and returns. For the two-fighter block world that is 140 µs of device time a physics step on an H100
 (11 ms of the 0.37 s iteration; `docs/history.md`). `install()` wraps MuJoCo Warp's `passive.passive`: for a
-model registered without gravity compensation (`register`, which boxjax's `put_model` calls) it passes a
-model whose options disable gravity, and in `passive` that flag decides nothing but that launch
-(`qfrc_gravcomp` is zeroed either way), so the forces are the same. Inside a CUDA-graph capture the model
-cannot be read back, so it is recognised by its sizes (`_fingerprint`); a model not registered keeps MuJoCo
-Warp's own `passive`.
+model registered without gravity compensation it passes a model whose options disable gravity. In `passive`
+and what it calls that flag decides only that launch and whether the sum of passive forces adds
+`qfrc_gravcomp`, which is zeroed either way, so the forces are the same (a passive callback would see the
+flag; boxjax models have none). Inside a CUDA-graph capture the model cannot be read back, so it is
+recognised by its sizes (`_fingerprint`); `install()` also wraps MuJoCo Warp's `put_model` so that every model
+put on a device is registered (a model of a registered one's sizes but other gravity compensation is an
+error), and a model not registered keeps MuJoCo Warp's own `passive`. Changing `body_gravcomp` after
+`put_model` is not seen: rebuild the model.
 """
 
 from __future__ import annotations
@@ -64,16 +67,32 @@ def _passive(m, d):
     _ORIGINAL["passive"](m, d)
 
 
+def _put_model(mjm, *args, **kwargs):
+    """MuJoCo Warp's `put_model` as it was when `install()` wrapped it, registering the model first."""
+    register(mjm)
+    return _ORIGINAL["put_model"](mjm, *args, **kwargs)
+
+
 def install(enabled: bool = True) -> None:
-    """Wraps MuJoCo Warp's `passive.passive` (its `forward.py` calls it through the module attribute);
-    `install(False)` restores it. As with `factor_patch.install`, call it before the step's first CUDA-graph
-    capture: a graph captured before keeps the code it captured."""
+    """Wraps MuJoCo Warp's `passive.passive` (its `forward.py` calls it through the module attribute) and its
+    package's `put_model` (MJX calls that one); `install(False)` restores both. Calling it again re-wraps a
+    `put_model` that another patch restored over ours (`factor_patch.install(False)`). As with
+    `factor_patch.install`, call it before the step's first CUDA-graph capture: a graph captured before
+    keeps the code it captured."""
     passive = importlib.import_module(_PASSIVE)
-    if enabled and not _ORIGINAL:
-        _ORIGINAL["passive"] = passive.passive
-        passive.passive = _passive
-    elif not enabled and _ORIGINAL:
+    package = importlib.import_module(MJWARP_PACKAGE)
+    if enabled:
+        if "passive" not in _ORIGINAL:
+            _ORIGINAL["passive"] = passive.passive
+            passive.passive = _passive
+        if package.put_model is not _put_model:
+            _ORIGINAL["put_model"] = package.put_model
+            package.put_model = _put_model
+    elif _ORIGINAL:
         passive.passive = _ORIGINAL.pop("passive")
+        if package.put_model is _put_model:
+            package.put_model = _ORIGINAL["put_model"]
+        _ORIGINAL.clear()
 
 
 def installed() -> bool:

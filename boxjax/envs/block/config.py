@@ -52,6 +52,11 @@ guard's (8); walk spot (forward, left, distance) and bag centre (from the pelvis
 frame (`BlockEnv._facing`)."""
 
 
+IK_DAMPING = Range(1e-3)
+"""`BlockConfig.ik_damping`'s range: at 1e-3 the damped arm systems' smallest eigenvalue (1e-6) is still
+resolved in float32; 0 would leave a singular arm pose's system without a factorisation."""
+
+
 @dataclasses.dataclass(frozen=True)
 class BlockConfig(TaskConfig):
     """Task settings of the block environment."""
@@ -129,7 +134,8 @@ class BlockConfig(TaskConfig):
     from the last step's angles and posed from the stepped torso (`ik.track_arms`): a press's new targets
     are fitted over its first steps, and the fit follows the torso as it moves."""
     ik_damping: float = 0.05
-    """Damping of those steps."""
+    """Damping of those steps (at least `IK_DAMPING`'s floor: the damped system must stay well conditioned
+    in float32, whose Cholesky `ik.solve_spd` takes no pivoting)."""
     press_interval_s: tuple[float, float] = (1.0, 2.0)
     """Range of the random time from one block press to the next in command episodes (the first is at
     reset); each press names new glove targets."""
@@ -221,7 +227,7 @@ class BlockConfig(TaskConfig):
         "opponent_park_m": ANY,
         "ik_iterations": COUNT,
         "ik_iterations_per_step": COUNT,
-        "ik_damping": NON_NEGATIVE,
+        "ik_damping": IK_DAMPING,
         "press_interval_s": Range(0.0, pair=True),
         "command_jitter_m": NON_NEGATIVE,
         "command_tolerance_m": POSITIVE,
