@@ -130,24 +130,14 @@ def test_unrolled_solver_loop_steps_like_the_conditional_one(monkeypatch):
     )
 
 
-@pytest.mark.skipif(
-    "jax.default_backend() != 'cpu'",
-    reason="a CUDA graph keeps the code it captured: switching needs a fresh one",
-)
-def test_gravity_compensation_launch_is_left_out_with_the_same_state(monkeypatch):
-    """Stance (no body with gravity compensation) through five control steps with MuJoCo Warp's
-    gravity-compensation kernel left out (the default) and with it launched (the patch off): the same state
-    bit for bit on Warp's CPU device, and the kernel launched only without the patch (once a physics step)."""
+def _gravity_launches(monkeypatch) -> list[bool]:
+    """A list that records, for every Warp launch from now on, whether it launched MuJoCo Warp's
+    gravity-compensation kernel."""
     import importlib
 
     import warp
 
     gravity_force = importlib.import_module(passive_patch._PASSIVE)._gravity_force
-    env, reset, step = parity_env("warp")
-    keys = jax.random.split(jax.random.PRNGKey(5), WORLDS)
-    actions = 0.3 * jax.random.uniform(
-        jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
-    )
     launched = []
     launch = warp.launch
 
@@ -156,6 +146,24 @@ def test_gravity_compensation_launch_is_left_out_with_the_same_state(monkeypatch
         return launch(*args, **kwargs)
 
     monkeypatch.setattr(warp, "launch", counted)
+    return launched
+
+
+@pytest.mark.skipif(
+    "jax.default_backend() != 'cpu'",
+    reason="a CUDA graph keeps the code it captured: switching needs a fresh one",
+)
+def test_gravity_compensation_launch_is_left_out_with_the_same_state(monkeypatch):
+    """Stance (no body with gravity compensation) through five control steps with MuJoCo Warp's
+    gravity-compensation kernel left out (the default) and with it launched (the patch off): the same state
+    bit for bit on Warp's CPU device, and the kernel launched only without the patch (once a physics step)."""
+
+    env, reset, step = parity_env("warp")
+    keys = jax.random.split(jax.random.PRNGKey(5), WORLDS)
+    actions = 0.3 * jax.random.uniform(
+        jax.random.PRNGKey(6), (5, WORLDS, env.action_size), minval=-1, maxval=1
+    )
+    launched = _gravity_launches(monkeypatch)
 
     def five_steps():
         state = reset(keys)
@@ -196,24 +204,14 @@ GRAVCOMP_XML = """<mujoco><worldbody>
 def test_a_model_with_gravity_compensation_keeps_its_launch(monkeypatch):
     """A body with gravity compensation, put straight through MJX (registered by the wrapped `put_model`):
     MuJoCo Warp's kernel runs for it and the compensation holds the arm up (qfrc_gravcomp not zero)."""
-    import importlib
 
-    import warp
     from mujoco import mjx
 
-    gravity_force = importlib.import_module(passive_patch._PASSIVE)._gravity_force
     model = mujoco.MjModel.from_xml_string(GRAVCOMP_XML)
     passive_patch.install()
     mx = physics.quiet(mjx.put_model(model, impl="warp"))
     data = jax.vmap(lambda _: mjx.make_data(model, impl="warp", naconmax=8, njmax=8))(jnp.arange(1))
-    launched = []
-    launch = warp.launch
-
-    def counted(*args, **kwargs):
-        launched.append((args[0] if args else kwargs["kernel"]) is gravity_force)
-        return launch(*args, **kwargs)
-
-    monkeypatch.setattr(warp, "launch", counted)
+    launched = _gravity_launches(monkeypatch)
     stepped = jax.block_until_ready(jax.jit(jax.vmap(lambda d: mjx.step(mx, d)))(data))
     assert sum(launched) == 1
     assert float(jnp.abs(stepped.qfrc_gravcomp).max()) > 1.0  # about m g r = 1 x 9.81 x 0.2 N m
