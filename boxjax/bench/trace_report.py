@@ -167,17 +167,18 @@ def idle_gaps(path: str, min_us: float = 0.0) -> list[Gap]:
 def _innermost(events: list[dict], times_us: list[float]) -> list[str]:
     """For each of the ascending `times_us`, the name of the shortest event running then (of equally short
     ones the first in `events`), or `NO_HOST_EVENT` (one sweep: events enter by start, leave by end)."""
-    order = sorted(({**e, "file_index": i} for i, e in enumerate(events)), key=lambda e: e["ts"])
-    running: list[tuple[float, int]] = []  # (end, index in order), a heap by end
+    order = sorted(range(len(events)), key=lambda i: events[i]["ts"])
+    running: list[tuple[float, int]] = []  # (end, index in events), a heap by end
     names, entered = [], 0
     for t in times_us:
-        while entered < len(order) and order[entered]["ts"] <= t:
-            heapq.heappush(running, (order[entered]["ts"] + order[entered]["dur"], entered))
+        while entered < len(order) and events[order[entered]]["ts"] <= t:
+            e = events[order[entered]]
+            heapq.heappush(running, (e["ts"] + e["dur"], order[entered]))
             entered += 1
         while running and running[0][0] <= t:
             heapq.heappop(running)
-        shortest = min(running, key=lambda r: (order[r[1]]["dur"], order[r[1]]["file_index"]), default=None)
-        names.append(order[shortest[1]]["name"] if shortest else NO_HOST_EVENT)
+        shortest = min((i for _, i in running), key=lambda i: (events[i]["dur"], i), default=None)
+        names.append(NO_HOST_EVENT if shortest is None else events[shortest]["name"])
     return names
 
 
