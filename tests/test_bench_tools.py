@@ -104,6 +104,18 @@ def test_dollar_cells_from_seconds_and_price():
     assert block.dollars(figures, None) == "n/a | n/a"
 
 
+def test_warm_up_waits_for_two_quiet_iterations_in_a_row():
+    def counting(captures):
+        seen = iter(captures)
+        return lambda: next(seen)
+
+    assert block.warm_up(counting([0, 0, 5])) == 2  # quiet from the start (the CPU: nothing to capture)
+    assert (
+        block.warm_up(counting([3, 0, 2, 0, 0, 7])) == 5
+    )  # one quiet iteration between captures is not enough
+    assert block.warm_up(counting([1] * 20), most=8) == 8  # a bench that keeps capturing is timed anyway
+
+
 def test_iteration_table_shows_parts_and_graph_captures():
     figures = {
         "s_per_iteration": 0.36,

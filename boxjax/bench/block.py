@@ -311,12 +311,32 @@ class Case:
     """A block checkpoint or policy file whose model acts (None: fresh weights)."""
 
 
+WARMUP_QUIET_ITERATIONS = 2
+"""Iterations in a row that must capture no CUDA graph before the timed ones (the donated buffers' sets)."""
+WARMUP_MAX_ITERATIONS = 8
+"""At most this many warm-up iterations after the compiling one; a bench whose iterations keep capturing
+is timed anyway and its rows show the captures (`it_graph_captures`)."""
+
+
+def warm_up(run_once, quiet_needed: int = WARMUP_QUIET_ITERATIONS, most: int = WARMUP_MAX_ITERATIONS) -> int:
+    """Calls `run_once()` (one iteration; returns the CUDA graphs it captured) until `quiet_needed` calls in a
+    row captured none, at most `most` calls; returns the calls made. On an H100 (371a988, 2026-12-06) two
+    warm-up iterations left the bench capturing graphs in 2 of 3 timed iterations (0.352 s best, 0.369
+    median) while a training run of the same tree captured none after its first."""
+    quiet = calls = 0
+    while calls < most and quiet < quiet_needed:
+        calls += 1
+        quiet = quiet + 1 if run_once() == 0 else 0
+    return calls
+
+
 def time_iteration(
     case: Case, first, physics: dict | None = None, trace_dir: str | None = None, rollout_alone: bool = True
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
-    state `first`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once warm, unless XLA
-    keeps handing it new buffers): {compile, iteration, collect, teacher, overflow, graph_captures}. With
+    state `first` after `warm_up`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once
+    warm, unless XLA keeps handing it new buffers): {compile, iteration, collect, teacher, overflow,
+    graph_captures, warmup_iterations}. With
     `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`). Without
     `rollout_alone` the rollout is not timed on its own ("collect" is None): on a GPU its compile and its
     graph captures took 142 s of a 283 s bench (muscular 2,048 x 16, 2026-12-02)."""
@@ -367,7 +387,14 @@ def time_iteration(
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
     compile_s, times = time.perf_counter() - tick, []
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
-    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
+
+    def run_once() -> float:
+        nonlocal ts, rs
+        before = graphs.snapshot()
+        ts, rs, _ = jax.block_until_ready(iteration(ts, rs, params))
+        return graphs.since(before)[graphs.GRAPH_CAPTURES]
+
+    warmup_iterations = warm_up(run_once)
     engine_before = graphs.snapshot()
     for _ in range(repeats):
         tick = time.perf_counter()
@@ -396,6 +423,7 @@ def time_iteration(
         "overflow": overflow,
         "graph_captures": captures,
         "fused_factorizations": factored,
+        "warmup_iterations": warmup_iterations,
     }
 
 
@@ -411,6 +439,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
         ("it_teacher_s", it["teacher"], "s"),
         ("it_overflow_worlds", it["overflow"], "worlds"),
         ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
+        ("it_warmup_iterations", it.get("warmup_iterations"), "iterations"),
         ("it_fused_factorizations", it.get("fused_factorizations"), "worlds/iteration"),
     ]
     return [row for row in rows if row[1] is not None]
