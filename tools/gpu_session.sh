@@ -11,6 +11,12 @@ export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"
 log() { echo "== $(date -u +%FT%TZ) $*" | tee -a "$OUT/logs/session.txt"; }
 bundle() { tar czf "$OUT/results-$1.tgz" results runs/*/metrics.jsonl runs/*/summary.json "$OUT/logs" 2>/dev/null; }
+bgwait() {  # bgwait NAME LIMIT_S: waits up to LIMIT_S for the background phase NAME; its OUT comes back as $OUT/bg-NAME
+  local pid end=$((SECONDS + $2)); pid=$(cat "/tmp/bg/$1.pid")
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+  mkdir -p "$OUT/bg-$1" && cp -r "/tmp/bg/$1/." "$OUT/bg-$1/"
+  if kill -0 "$pid" 2>/dev/null; then log "background $1 still running"; else log "background $1 ended"; fi
+}
 
 case "$1" in
   smoke)
@@ -319,7 +325,9 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # training from it; the bench's own policy is fresh weights); 11 a 9-minute training run, seed 0, named RUN_NAME (default
     # unrolled), with RUN_ARGS (unset: "--solver-loop unrolled"; e.g. RUN_ARGS= RUN_NAME=fp32
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
-    # them, not TF32); rows via experiments/seed_table.py --from-run
+    # them, not TF32); 12 item 4's pair: this tree's default and BASE_COMMIT's, PAIR_MINUTES (15) side by
+    # side, through `bgstart`/`bgwait` (two calls); 13 the seed bench after its warm-up fix, the default
+    # then --solver-loop unrolled; rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -385,10 +393,44 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
             --init boxjax/data/blockers/block-muscular.msgpack $args 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt"
           python3 experiments/learn_report.py runs/$run --windows 3 | tee -a "$OUT/logs/session.txt"
           mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
+      12) # item 4's pair: this tree's default and BASE_COMMIT's (its boxjax/ and experiments/ from
+          # base-BASE_COMMIT.tgz, `git archive BASE_COMMIT boxjax experiments` here), seed 0, PAIR_MINUTES
+          # (default 15) side by side on the card: learning figures per iteration (not the table's seconds).
+          # Spans two calls: `bgstart pair issue41 12`, then `bgwait pair`.
+          minutes=${PAIR_MINUTES:-15}; mkdir -p /tmp/base && tar xzf "base-${BASE_COMMIT:?name the base commit}.tgz" -C /tmp/base
+          log "training pair, seed 0, $minutes min: this tree (${BOXJAX_COMMIT:-}) and $BASE_COMMIT side by side"
+          for spec in "after $PWD" "before /tmp/base"; do
+            set -- $spec; run=seedpair-$1-seed0
+            (cd "$2" && PYTHONPATH=/tmp/site:$2 XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout $((60 * minutes + 300)) \
+              python3 experiments/block.py --platform gpu --body muscular --minutes "$minutes" --iterations 100000 \
+              --checkpoint-every 100000 --seed 0 --teacher auto --name $run \
+              --init boxjax/data/blockers/block-muscular.msgpack 2>&1 | grep -v "^Module " > "$OUT/logs/$run.txt") &
+          done
+          wait
+          for dir in runs/seedpair-after-seed0 /tmp/base/runs/seedpair-before-seed0; do
+            python3 experiments/learn_report.py "$dir" --windows 3 | tee -a "$OUT/logs/session.txt"
+            mkdir -p "$OUT/${dir##*/}" && cp "$dir/metrics.jsonl" "$dir/summary.json" "$OUT/${dir##*/}/"
+          done ;;
+      13) # the seed bench after the bench's warm-up fix (two capture-free iterations before the timed ones):
+          # this tree's default, then --solver-loop unrolled, 5 timed iterations each
+          SEED_REPEATS=5 BLOCK_LIMIT_S=270 bash "$0" seedbench
+          SEED_REPEATS=5 SEED_ARGS="--solver-loop unrolled" BLOCK_LIMIT_S=270 bash "$0" seedbench ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
-      *) log "issue41 takes a step 1-11"; exit 2 ;;
+      *) log "issue41 takes a step 1-13"; exit 2 ;;
     esac
+    ;;
+  bgstart)  # bgstart NAME PHASE [ARGS]: PHASE in the background, outliving this device call (a 15-minute run
+    # spans two calls of at most 10 minutes), its OUT /tmp/bg/NAME; this call then waits BG_WAIT_S (default
+    # 570) or until it ends. The next call (< 30 s later, or the machine goes back) runs `bgwait NAME`.
+    name=$2; shift 2; mkdir -p "/tmp/bg/$name"
+    OUT=/tmp/bg/$name setsid nohup bash "$SCRIPT" "$@" > "/tmp/bg/$name/console.txt" 2>&1 &
+    echo $! > "/tmp/bg/$name.pid"
+    log "background $name: $*"
+    bgwait "$name" "${BG_WAIT_S:-570}"
+    ;;
+  bgwait)  # bgwait NAME [LIMIT_S]: waits up to LIMIT_S (default 570) for the background phase NAME
+    bgwait "$2" "${3:-570}"
     ;;
   bundle)
     bundle "$2"

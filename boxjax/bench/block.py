@@ -385,25 +385,24 @@ def time_iteration(
     iteration = make_train_iteration(env, config)
     tick = time.perf_counter()
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-    compile_s, times = time.perf_counter() - tick, []
+    compile_s = time.perf_counter() - tick
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
 
-    def run_once() -> float:
-        nonlocal ts, rs
+    def run_once() -> tuple[float, dict[str, float]]:
+        """One iteration as the timed ones run (the last one's outputs alive meanwhile): its seconds and
+        `graphs.since` figures."""
+        nonlocal ts, rs, metrics
         before = graphs.snapshot()
-        ts, rs, _ = jax.block_until_ready(iteration(ts, rs, params))
-        return graphs.since(before)[graphs.GRAPH_CAPTURES]
-
-    warmup_iterations = warm_up(run_once)
-    engine_before = graphs.snapshot()
-    for _ in range(repeats):
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-        times.append(time.perf_counter() - tick)
+        return time.perf_counter() - tick, graphs.since(before)
+
+    warmup_iterations = warm_up(lambda: run_once()[1][graphs.GRAPH_CAPTURES])
+    timed = [run_once() for _ in range(repeats)]
+    times = [seconds for seconds, _ in timed]
     best = min(times)
-    engine = graphs.since(engine_before)
-    captures = engine[graphs.GRAPH_CAPTURES] / repeats
-    factored = engine[graphs.FUSED_FACTORIZATIONS] / repeats
+    captures = sum(engine[graphs.GRAPH_CAPTURES] for _, engine in timed) / repeats
+    factored = sum(engine[graphs.FUSED_FACTORIZATIONS] for _, engine in timed) / repeats
     progress(
         f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
         f"{captures:.1f} graph captures each"
