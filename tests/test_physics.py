@@ -289,3 +289,26 @@ def test_warp_and_jax_give_the_same_first_rewards():
         )
         rewards[impl] = np.asarray(state.reward)
     np.testing.assert_allclose(rewards["warp"], rewards["jax"], atol=2e-3)
+
+
+def test_solver_iterations_are_counted_per_world_and_step():
+    """The simple stance world on MuJoCo Warp, random actions: every world-step's solver ran 1 to the cap's
+    iterations (feet on the floor: never 0), and the table's shares add up per column."""
+    from boxjax.bench import solver_iterations
+
+    env = parity_env("warp")[0]
+    cap = int(env.mj_model.opt.iterations)
+
+    def act(state, key):
+        return 0.3 * jax.random.uniform(key, (WORLDS, env.action_size), minval=-1)
+
+    counts = solver_iterations.collect(env, env.default_params(), act, WORLDS, 3, jax.random.PRNGKey(2))
+    assert counts.shape == (3, WORLDS)
+    assert counts.min() >= 1 and counts.max() <= cap
+    table = solver_iterations.shares_table(counts, cap).splitlines()[2:]
+    for column in (1, 2):
+        assert sum(float(row.split(" | ")[column].rstrip("% |")) for row in table) == pytest.approx(
+            100, abs=0.3
+        )
+    with pytest.raises(ValueError, match="ran 5 iterations, above its cap of 4"):
+        solver_iterations.histogram(np.array([[1, 5]]), 4)

@@ -25,6 +25,7 @@ TOOLS = {
     "run_report": "a run's seconds per iteration and set-up",
     "learn_report": "what a run learnt, window by window",
     "trace_report": "where a profiled iteration's GPU time went",
+    "solver_iterations": "the constraint solver's iterations per physics step, a policy acting",
     "plot_block": "the block iteration's breakdown as an image",
     "plot_runs": "training runs' learning curves overlaid in one image",
     "brax": "Brax's PPO beside ours on MuJoCo Playground's tasks (the compare extra)",

@@ -159,10 +159,10 @@ def task_options(meta: dict) -> dict:
     return options
 
 
-def load(source: str, meta: dict, worlds: int):
+def load(source: str, meta: dict, worlds: int, impl: str = "jax"):
     """(env, PPOConfig, Policy) of the newest checkpoint in `source`, or of a policy file: the environment its
-    meta describes, `worlds` worlds on MJX's JAX physics, and the checkpoint's network and observation
-    statistics."""
+    meta describes, `worlds` worlds on MJX's `impl` physics (JAX's by default), and the checkpoint's network
+    and observation statistics."""
     import jax
 
     from boxjax import envs
@@ -172,7 +172,7 @@ def load(source: str, meta: dict, worlds: int):
 
     if "config" not in meta or meta["env"] not in envs.TASKS:
         raise ValueError(f"{source}: a checkpoint of {meta.get('env')!r}, not of a task with a body to draw")
-    env = envs.make(meta["env"], impl="jax", num_worlds=worlds, **task_options(meta))
+    env = envs.make(meta["env"], impl=impl, num_worlds=worlds, **task_options(meta))
     config = ppo.PPOConfig.from_dict(meta["ppo"])
     checkpoint.check_init(meta, ppo.run_meta(env, config))
     template = init_train_state(env, config, jax.random.PRNGKey(0))
