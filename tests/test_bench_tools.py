@@ -576,6 +576,7 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "overrides": {"ppo": [], "env": ["solver_iterations=2"]},
         "factor_trees": "all",
         "solver_loop": "unrolled",
+        "hessian_tiles": "nonzero",
     }
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     labels = seed_table.run_options(str(tmp_path))
@@ -583,10 +584,12 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "task_options": {"solver_iterations": 2},
         "factor_trees": "all",
         "solver_loop": "unrolled",
+        "hessian_tiles": "nonzero",
     }
     assert seed_table.variant_of(labels) == (
         "**physics changed**: solver cap 2 iterations (not the seed's rule); our kernel factors both "
-        "fighters (same physics); the solver's loop unrolled (same physics)"
+        "fighters (same physics); the solver's loop unrolled (same physics); the Hessian's zero tiles "
+        "skipped (same physics)"
     )
     bench_row = {
         "factor_trees": "all",

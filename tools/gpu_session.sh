@@ -327,7 +327,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
     # them, not TF32); 12 item 4's pair: this tree's default and BASE_COMMIT's, PAIR_MINUTES (15) side by
     # side, through `bgstart`/`bgwait` (two calls); 13 the seed bench after its warm-up fix, the default
-    # then --solver-loop unrolled; rows via experiments/seed_table.py --from-run
+    # then --hessian-tiles nonzero; rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -412,9 +412,10 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
             mkdir -p "$OUT/${dir##*/}" && cp "$dir/metrics.jsonl" "$dir/summary.json" "$OUT/${dir##*/}/"
           done ;;
       13) # the seed bench after the bench's warm-up fix (two capture-free iterations before the timed ones):
-          # this tree's default, then --solver-loop unrolled, 5 timed iterations each
+          # this tree's default, then --hessian-tiles nonzero (the Hessian's zero tiles between the trees
+          # skipped; the same result), 5 timed iterations each
           SEED_REPEATS=5 BLOCK_LIMIT_S=270 bash "$0" seedbench
-          SEED_REPEATS=5 SEED_ARGS="--solver-loop unrolled" BLOCK_LIMIT_S=270 bash "$0" seedbench ;;
+          SEED_REPEATS=5 SEED_ARGS="--hessian-tiles nonzero" BLOCK_LIMIT_S=270 bash "$0" seedbench ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
       *) log "issue41 takes a step 1-13"; exit 2 ;;

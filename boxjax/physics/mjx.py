@@ -43,10 +43,16 @@ SOLVER_LOOPS = ("conditional", "unrolled")
 """How MuJoCo Warp repeats its constraint solver's iterations (`PhysicsConfig.solver_loop`): "conditional",
 a CUDA graph while-node that stops once every world has converged (MuJoCo Warp's default); "unrolled", the
 solver's iteration cap of passes in sequence, each skipping the worlds already converged. The same result
-either way (`tests/test_physics.py`); the unrolled loop launches empty passes instead of entering a
-while-node, which on a GPU costs a gap of about 1.2 ms per physics step (`docs/history.md`). It sets MuJoCo
-Warp's `Option.graph_conditional`, which also picks plain loops over graph conditionals in paths boxjax's
-models do not take (sleeping bodies' broadphase, flex collisions, implicit derivatives' PCG)."""
+either way (`tests/test_physics.py`); in the block world the slowest world needs the cap in nearly every
+step, so both run four passes (on an H100 within 3 ms an iteration of each other; `docs/history.md`). It
+sets MuJoCo Warp's `Option.graph_conditional`, which also picks plain loops over graph conditionals in
+paths boxjax's models do not take (sleeping bodies' broadphase, flex collisions, implicit derivatives'
+PCG)."""
+
+HESSIAN_TILES = ("all", "nonzero")
+"""How MuJoCo Warp factors the constraint solver's Hessian (`PhysicsConfig.hessian_tiles`): "all", its own
+dense tiled Cholesky; "nonzero", the same skipping the tiles that are zero between kinematic trees in worlds
+where no constraint joins them (`boxjax.physics.hessian_patch`; the same result bit for bit)."""
 
 FACTOR_TREES = ("all", "large")
 """Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",
@@ -81,6 +87,9 @@ class PhysicsConfig:
     solver_loop: str | None = None
     """MuJoCo Warp only: how the constraint solver repeats its iterations, one of `SOLVER_LOOPS`; None =
     MuJoCo Warp's default ("conditional")."""
+    hessian_tiles: str | None = None
+    """MuJoCo Warp only: how the constraint solver's Hessian is factored, one of `HESSIAN_TILES`; None =
+    "all" (MuJoCo Warp's own). Global to the process, as MuJoCo Warp's solver is."""
     substeps_in_one_call: bool = False
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
@@ -99,6 +108,14 @@ class PhysicsConfig:
         if self.solver_loop is not None and self.impl != "warp":
             raise ValueError(
                 f"solver loop {self.solver_loop!r} applies to impl 'warp' only, not {self.impl!r}"
+            )
+        if self.hessian_tiles is not None and self.hessian_tiles not in HESSIAN_TILES:
+            raise ValueError(
+                f"unknown hessian_tiles {self.hessian_tiles!r}; valid: {', '.join(HESSIAN_TILES)}"
+            )
+        if self.hessian_tiles is not None and self.impl != "warp":
+            raise ValueError(
+                f"hessian_tiles {self.hessian_tiles!r} applies to impl 'warp' only, not {self.impl!r}"
             )
         trees = self.fused_factor_trees
         if trees is not None and trees not in FACTOR_TREES:
@@ -132,15 +149,19 @@ def resolve_impl(impl: str | None) -> str:
 def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     """The model on the device; with Warp, MuJoCo Warp's step modules compiled side by side
     (`boxjax.physics.preload`), its gravity-compensation launch left out where no body has any
-    (`boxjax.physics.passive_patch`) and solver-cap warnings masked so they cannot flood stdout."""
+    (`boxjax.physics.passive_patch`), its Hessian's zero tiles skipped with `hessian_tiles` "nonzero"
+    (`boxjax.physics.hessian_patch`) and solver-cap warnings masked so they cannot flood stdout."""
     if config.impl == "warp":
         import warp
 
-        from boxjax.physics import factor_patch, passive_patch, preload
+        from boxjax.physics import factor_patch, hessian_patch, passive_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         factor_patch.install(fused_factor(mj_model, config))
         passive_patch.install()  # its wrapped put_model registers the model
+        hessian_patch.install(config.hessian_tiles == "nonzero")
+        if hessian_patch.installed():
+            hessian_patch.register(mj_model)
         with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):
             model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
     else:
