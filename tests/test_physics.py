@@ -306,8 +306,10 @@ def test_solver_iterations_are_counted_per_world_and_step():
     def act(state, key):
         return 0.3 * jax.random.uniform(key, (WORLDS, env.action_size), minval=-1)
 
-    counts = solver_iterations.collect(env, env.default_params(), act, WORLDS, 3, jax.random.PRNGKey(2))
-    assert counts.shape == (3, WORLDS)
+    counts, joined = solver_iterations.collect(
+        env, env.default_params(), act, WORLDS, 3, jax.random.PRNGKey(2)
+    )
+    assert counts.shape == joined.shape == (3, WORLDS) and not joined.any()  # one tree: nothing to join
     assert counts.min() >= 1 and counts.max() <= cap
     table = solver_iterations.shares_table(counts, cap).splitlines()[2:]
     for column in (1, 2):
@@ -316,6 +318,10 @@ def test_solver_iterations_are_counted_per_world_and_step():
         )
     with pytest.raises(ValueError, match="ran 5 iterations, above its cap of 4"):
         solver_iterations.histogram(np.array([[1, 5]]), 4)
+    # geoms 0 (the floor: the world body), 1-2 on tree 0, 3 on tree 1; world 1 has a contact across trees
+    tree_of_geom = np.array([-1, 0, 0, 1])
+    geoms, world_of = np.array([[0, 1], [1, 2], [2, 3]]), np.array([0, 0, 1])
+    assert solver_iterations.joined_trees(tree_of_geom, geoms, world_of, 3).tolist() == [False, True, False]
 
 
 def test_zero_if_apart_tiles_pair_tiles_of_different_trees_only():

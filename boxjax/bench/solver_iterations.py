@@ -1,6 +1,8 @@
 """How many iterations MuJoCo Warp's constraint solver runs per physics step in a task's world, a policy
 acting: the share of world-steps that stopped after 1, 2, ... iterations (the last at the cap), and how often
-the slowest world of a batch needed each count. MuJoCo Warp's solver loop (a CUDA while-node, or the cap's
+the slowest world of a batch needed each count, and the share of world-steps with a contact between two
+kinematic trees (where the Hessian is not block diagonal by tree: `boxjax.physics.hessian_patch`). MuJoCo
+Warp's solver loop (a CUDA while-node, or the cap's
 passes unrolled) runs until the batch's slowest world is done, so that second figure is what a batch pays.
 
 Each control step's count is its last physics substep's (`solver_niter`, read after the step). The policy is a
@@ -90,9 +92,22 @@ def acting(args):
     return env, env.default_params(), lambda state, key: sampled(state.obs, key)[0]
 
 
-def collect(env, params, act, worlds: int, steps: int, key) -> np.ndarray:
-    """(steps, worlds) int: the solver iterations of each world's last physics substep per control step,
-    from a reset of every world (episodes that end reset)."""
+def joined_trees(
+    tree_of_geom: np.ndarray, geoms: np.ndarray, world_of: np.ndarray, worlds: int
+) -> np.ndarray:
+    """(worlds,) bool: whether a world has a contact between two kinematic trees, from its contacts' geom
+    pairs `geoms` (n, 2), their worlds `world_of` (n,) and each geom's tree (-1: the world body)."""
+    trees = tree_of_geom[geoms]
+    across = (trees[:, 0] >= 0) & (trees[:, 1] >= 0) & (trees[:, 0] != trees[:, 1])
+    joined = np.zeros(worlds, bool)
+    joined[world_of[across]] = True
+    return joined
+
+
+def collect(env, params, act, worlds: int, steps: int, key) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, worlds) int and bool: the solver iterations of each world's last physics substep per control
+    step, and whether a contact joined two trees then (the Hessian is not block diagonal by tree), from a
+    reset of every world (episodes that end reset)."""
     import jax
 
     from boxjax.envs.wrappers import autoreset_step, batch_reset
@@ -100,11 +115,19 @@ def collect(env, params, act, worlds: int, steps: int, key) -> np.ndarray:
     reset_key, key = jax.random.split(key)
     state = jax.jit(lambda k: batch_reset(env, params, k))(jax.random.split(reset_key, worlds))
     step = jax.jit(lambda s, k: autoreset_step(env, params, s, s, act(s, k))[1])
-    counts = []
+    model = env.mj_model
+    tree_of_geom = model.body_treeid[model.geom_bodyid]
+    counts, joined = [], []
     for k in jax.random.split(key, steps):
         state = step(state, k)
-        counts.append(np.asarray(state.data._impl.solver_niter).reshape(worlds, -1)[:, 0])
-    return np.stack(counts)
+        impl = state.data._impl
+        counts.append(np.asarray(impl.solver_niter).reshape(worlds, -1)[:, 0])
+        n = int(np.asarray(impl.nacon).reshape(-1)[0])
+        geoms = np.asarray(impl.contact__geom).reshape(-1, 2)[:n]
+        joined.append(
+            joined_trees(tree_of_geom, geoms, np.asarray(impl.contact__worldid).reshape(-1)[:n], worlds)
+        )
+    return np.stack(counts), np.stack(joined)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env, params, act = acting(args)
     cap = int(env.mj_model.opt.iterations)
-    counts = collect(env, params, act, args.worlds, args.steps, jax.random.PRNGKey(args.seed))
+    counts, joined = collect(env, params, act, args.worlds, args.steps, jax.random.PRNGKey(args.seed))
     who = f"random actions (bound {args.action_scale})" if args.policy == POLICY_RANDOM else args.policy
     print(
         f"{who} in {type(env).__name__}, body {env.config.body}, "
@@ -125,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{env.mj_model.opt.tolerance:g}, on {bench_rows.device_name()}: {counts.mean():.2f} a step"
     )
     print(shares_table(counts, cap))
+    print(f"world-steps with a contact between two kinematic trees: {joined.mean():.1%}")
     return 0
 
 
