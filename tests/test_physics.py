@@ -331,6 +331,22 @@ def test_zero_if_apart_tiles_pair_tiles_of_different_trees_only():
     treeid = np.array([0] * 6 + [1] * 8)
     mask = hessian_patch.zero_if_apart(treeid, 16, 4)
     assert mask == ((0, 0, 1, 0), (0, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0))  # tile 1 holds both trees
+    # MuJoCo Warp pads for one more column (the augmented right-hand side): a whole tile more at nv 48
+    assert [hessian_patch.padded_size(nv, 16) for nv in (47, 48, 89, 135)] == [48, 64, 96, 144]
+
+
+def test_hessian_patch_refuses_a_padding_it_did_not_expect(monkeypatch):
+    from types import SimpleNamespace
+
+    from boxjax.physics import hessian_patch, passive_patch
+
+    sizes = dict(nbody=3, njnt=2, nv=40, nu=1, ngeom=2, nsite=0)
+    monkeypatch.setitem(
+        hessian_patch._MASKS, passive_patch.fingerprint(SimpleNamespace(**sizes)), ((0,) * 3,) * 3
+    )
+    m = SimpleNamespace(**sizes, nv_pad=64)
+    with pytest.raises(ValueError, match="mask covers 48 dofs but MuJoCo Warp pads nv 40 to 64"):
+        hessian_patch._cholesky_factorize_solve(m, None, None)
 
 
 def test_hessian_zero_tiles_skipped_step_like_all_tiles(monkeypatch):

@@ -7,8 +7,9 @@ MuJoCo Warp factors the constraint solver's Hessian H = M + JᵀDJ of every worl
 95 % of world-steps with the shipped blocker acting, `boxjax bench solver_iterations`), H is block diagonal
 by tree and so is its factor: the tiles between our fighter's dofs and his are exactly zero. This patch's
 factorisation and solve skip the products with tiles known to be zero and store zeros for the factor's
-tiles that must be zero, so the result is the same bit for bit (a product with a zero tile adds exact
-zeros), and nothing is skipped in a world where those tiles are not zero.
+tiles that must be zero, so the result is the same bit for bit for a finite Hessian (a product with a zero
+tile adds exact zeros; with infinities elsewhere stock's 0 · inf = NaN would not appear), and nothing is
+skipped in a world where those tiles are not zero.
 
 `zero_if_apart` finds, from the model's dof-to-tree map, the tile pairs that hold only pairs of dofs of
 different trees (the last tile row and column hold MuJoCo Warp's augmented right-hand side: never skipped).
@@ -52,6 +53,12 @@ def zero_if_apart(dof_treeid: np.ndarray, nv_pad: int, tile: int) -> tuple[tuple
     return tuple(tuple(row) for row in mask)
 
 
+def padded_size(nv: int, tile: int) -> int:
+    """The Hessian's padded size in MuJoCo Warp's blocked path: nv plus the augmented right-hand side's
+    column, rounded up to whole tiles (its `io._get_padded_sizes`)."""
+    return -(-(nv + 1) // tile) * tile
+
+
 def register(mj_model: mujoco.MjModel) -> bool:
     """Notes `mj_model`'s zero-if-apart tiles for the installed patch; returns whether it has any (else
     MuJoCo Warp's own factorisation runs for it).
@@ -59,10 +66,8 @@ def register(mj_model: mujoco.MjModel) -> bool:
     Raises:
       ValueError: another registered model of the same sizes has other such tiles.
     """
-    types = importlib.import_module(_TYPES)
-    tile = types.TILE_SIZE_JTDAJ_DENSE
-    nv_pad = -(-mj_model.nv // tile) * tile
-    mask = zero_if_apart(mj_model.dof_treeid, nv_pad, tile)
+    tile = importlib.import_module(_TYPES).TILE_SIZE_JTDAJ_DENSE
+    mask = zero_if_apart(mj_model.dof_treeid, padded_size(mj_model.nv, tile), tile)
     if not any(any(row) for row in mask):
         return False
     key = fingerprint(mj_model)
@@ -79,6 +84,12 @@ def _mask_constant(mask: tuple[tuple[int, ...], ...]):
     tiles = len(mask)
     mat = wp.types.matrix(shape=(tiles, tiles), dtype=wp.int32)
     return mat, wp.constant(mat(*[v for row in mask for v in row]))
+
+
+@wp.func
+def _nonzero(x: float):
+    """1 for an entry that is not zero (NaN included), else 0."""
+    return wp.where(x != 0.0, 1.0, 0.0)
 
 
 @functools.cache
@@ -162,7 +173,7 @@ def _factor_solve_newton_func(tile: int, matrix_size_static: int, vector_size_st
                 skip = int(0)  # noqa: UP018 (Warp: a variable changed in a loop starts as a typed value)
                 if zero_if_apart_tiles[kb, ib] != 0:
                     A_ki = load_tile(A, k, i)
-                    if wp.tile_reduce(wp.max, wp.tile_map(wp.abs, A_ki))[0] == 0.0:
+                    if wp.tile_reduce(wp.add, wp.tile_map(_nonzero, A_ki))[0] == 0.0:
                         products = int(0)  # noqa: UP018
                         for j in range(0, k, tile):
                             if zero[j // tile, kb] == 0 and zero[j // tile, ib] == 0:
@@ -219,7 +230,7 @@ def _solve_newton_func(tile: int, matrix_size_static: int, vector_size_static: i
             for i in range(j + tile, matrix_size, tile):
                 if zero_if_apart_tiles[j // tile, i // tile] != 0:
                     U_ji = load_tile(U, j, i)
-                    if wp.tile_reduce(wp.max, wp.tile_map(wp.abs, U_ji))[0] == 0.0:
+                    if wp.tile_reduce(wp.add, wp.tile_map(_nonzero, U_ji))[0] == 0.0:
                         zero[j // tile, i // tile] = 1
         for i in range(0, matrix_size, tile):
             rhs_view = wp.tile_view(rhs_tile, shape=(tile, 1), offset=(i, 0))
@@ -295,6 +306,11 @@ def _cholesky_factorize_solve(m, d, ctx, skip_unchanged: bool = False, skip_nofl
     if mask is None or m.nv <= solver._BLOCK_CHOLESKY_DIM:
         return _ORIGINAL["factorize_solve"](m, d, ctx, skip_unchanged, skip_noflip)
     tile = importlib.import_module(_TYPES).TILE_SIZE_JTDAJ_DENSE
+    if len(mask) * tile != m.nv_pad:
+        raise ValueError(
+            f"the Hessian patch's mask covers {len(mask) * tile} dofs but MuJoCo Warp pads nv {m.nv} to "
+            f"{m.nv_pad}: their padding rules differ (turn the patch off: hessian_tiles 'all')"
+        )
     kernel = _factor_kernel(tile, m.nv_pad, m.nv, mask, skip_noflip if skip_unchanged else None)
     changed = ctx.quad_changed_count if skip_unchanged else d.nefc  # read only by the skip_unchanged variant
     wp.launch_tiled(
