@@ -353,7 +353,8 @@ def test_hessian_zero_tiles_skipped_step_like_all_tiles(monkeypatch):
     """The two-fighter block world of simple bodies (89 dofs in three trees: 6 × 6 Hessian tiles, tiles 0-1
     against 3-4 holding only pairs of dofs of different trees) through 8 control steps of random actions:
     MuJoCo Warp's own Hessian factorisation and ours skipping the tiles that are zero (`hessian_tiles`
-    "nonzero") give the same state bit for bit on Warp's CPU device, and ours ran (its launches counted)."""
+    "nonzero") give the same state bit for bit on Warp's CPU device (on a GPU to the one-call bounds: atomic
+    adds in varying order), and ours ran (its launches counted)."""
     import warp
 
     from boxjax.physics import hessian_patch
@@ -385,8 +386,13 @@ def test_hessian_zero_tiles_skipped_step_like_all_tiles(monkeypatch):
         skipping = eight_steps("nonzero")
     finally:
         hessian_patch.install(False)
-    if jax.default_backend() != "cpu":
-        pytest.skip("bit for bit on Warp's CPU device only (atomic adds on a GPU)")
-    assert sum(ours) >= 8  # at least one factorisation a control step went through ours
-    for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
-        np.testing.assert_array_equal(getattr(skipping.data, field), getattr(stock.data, field), field)
+    if jax.default_backend() == "cpu":
+        assert sum(ours) >= 8  # at least one factorisation a control step went through ours
+        for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
+            np.testing.assert_array_equal(getattr(skipping.data, field), getattr(stock.data, field), field)
+        return
+    assert any(ours)  # on a GPU the Python runs when a graph is captured
+    np.testing.assert_allclose(skipping.data.qpos, stock.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
+    np.testing.assert_allclose(
+        skipping.data.qvel, stock.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
+    )
