@@ -389,9 +389,11 @@ def time_iteration(
     progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
 
     def run_once() -> tuple[float, dict[str, float]]:
-        """One iteration as the timed ones run (the last one's outputs alive meanwhile): its seconds and
-        `graphs.since` figures."""
+        """One iteration as training runs them (the last one's figures freed first, as training reads them
+        to the host before the next; with them alive XLA's allocator may hand MuJoCo Warp other addresses):
+        its seconds and `graphs.since` figures."""
         nonlocal ts, rs, metrics
+        metrics = None
         before = graphs.snapshot()
         tick = time.perf_counter()
         ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
