@@ -27,7 +27,11 @@ CPU_PROFILE = (
 
 
 def read_metrics(run: str) -> list[dict[str, Any]]:
-    """The per-iteration rows of a run folder: metrics.jsonl, or metrics.jsonl.gz (as kept in results/)."""
+    """The per-iteration rows of a run folder (its metrics.jsonl, or metrics.jsonl.gz) or of a metrics file
+    itself (.jsonl or .jsonl.gz, as kept in results/logs/)."""
+    if os.path.isfile(run):
+        with gzip.open(run, "rt") if run.endswith(".gz") else open(run) as f:
+            return [json.loads(line) for line in f if line.strip()]
     path = os.path.join(run, "metrics.jsonl")
     if not os.path.exists(path) and not os.path.exists(path + ".gz"):
         raise FileNotFoundError(f"no {path} or {path}.gz")

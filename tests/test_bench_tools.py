@@ -638,3 +638,40 @@ def test_the_host_event_at_a_gap_is_the_shortest_running_then_first_of_ties():
         return min(running, key=lambda e: e["dur"])["name"] if running else trace_report.NO_HOST_EVENT
 
     assert trace_report._innermost(events, times) == [plain(t) for t in times]
+
+
+def test_alike_curves_weigh_episodes_and_punches_over_the_trailing_window():
+    from boxjax.bench import plot_alike
+
+    rows = [
+        {"episode/count": 0.0, "episode/return": 0.0, "env/punch/arrived": 4.0, "env/punch/blocked": 1.0},
+        {"episode/count": 1.0, "episode/return": 100.0, "episode/fall_rate": 1.0, "env/punch/arrived": 0.0},
+        {
+            "episode/count": 3.0,
+            "episode/return": 500.0,
+            "episode/fall_rate": 0.0,
+            "env/punch/arrived": 4.0,
+            "env/punch/blocked": 3.0,
+            "env/punch/hit": 1.0,
+        },
+    ]
+    curves = plot_alike.trailing_curves(rows, window=2)
+    assert np.isnan(curves["return"][0])  # no episode ended yet
+    assert curves["return"][1:].tolist() == [100.0, (100.0 + 3 * 500.0) / 4]  # weighted by episodes ended
+    assert curves["falls"][2] == 0.25
+    assert curves["blocked"].tolist() == [0.25, 0.25, 0.75]  # the window's punches, not a mean of shares
+    assert curves["hit"][2] == 0.25
+    assert plot_alike.named("CPU=a/b.jsonl.gz") == ("CPU", "a/b.jsonl.gz")
+
+
+def test_metrics_read_from_a_kept_file_or_a_run_folder(tmp_path):
+    from boxjax import runs
+
+    rows = [{"iteration": 1.0}, {"iteration": 2.0}]
+    kept = tmp_path / "block-x.jsonl.gz"
+    with gzip.open(kept, "wt") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert runs.read_metrics(str(kept)) == rows
+    assert runs.read_metrics(str(tmp_path / "run")) == rows[:1]

@@ -28,6 +28,7 @@ TOOLS = {
     "solver_iterations": "the constraint solver's iterations per physics step, a policy acting",
     "plot_block": "the block iteration's breakdown as an image",
     "plot_runs": "training runs' learning curves overlaid in one image",
+    "plot_alike": "the training-alike check: runs against a band of reference runs, by iteration",
     "brax": "Brax's PPO beside ours on MuJoCo Playground's tasks (the compare extra)",
     "profile_ppo": "the PPO update's phases, ours and Brax's",
 }
