@@ -675,3 +675,16 @@ def test_metrics_read_from_a_kept_file_or_a_run_folder(tmp_path):
     (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
     assert runs.read_metrics(str(kept)) == rows
     assert runs.read_metrics(str(tmp_path / "run")) == rows[:1]
+
+
+def test_hessian_bench_layouts_and_both_factorisations_agree():
+    """Two trees of 32 and 20 dofs (4 tiles of 16: tiles 0-1 against 2 hold only pairs of different trees):
+    block diagonal and dense Hessians; MuJoCo Warp's factorisation and ours bit for bit on Warp's CPU."""
+    from boxjax.bench import hessian
+
+    h, grad = hessian.hessians((32, 20), 2, joined=False)
+    assert h.shape == (2, 64, 64) and grad.shape == (2, 64, 1)
+    assert not h[:, :32, 32:].any() and h[:, 32:52, 32:52].any() and not grad[:, 52:].any()
+    assert hessian.hessians((32, 20), 2, joined=True)[0][:, :32, 32:52].all()
+    for joined in (False, True):
+        assert hessian.measure((32, 20), 2, joined, reps=1)["identical"]
