@@ -20,6 +20,7 @@ import datetime
 import functools
 import importlib
 import json
+import os
 import shlex
 import sys
 import time
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": date,
             "variant": layout,
             "identical": bool(got["identical"]),
+            **({} if bench_rows.has_gpu() else {"cores": os.cpu_count()}),
             "command": "python -m boxjax.bench.hessian "
             + shlex.join(argv if argv is not None else sys.argv[1:]),
         }
