@@ -29,13 +29,14 @@ CPU_PROFILE = (
 def read_metrics(run: str) -> list[dict[str, Any]]:
     """The per-iteration rows of a run folder (its metrics.jsonl, or metrics.jsonl.gz) or of a metrics file
     itself (.jsonl or .jsonl.gz, as kept in results/logs/)."""
-    if os.path.isfile(run):
-        with gzip.open(run, "rt") if run.endswith(".gz") else open(run) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    path = os.path.join(run, "metrics.jsonl")
-    if not os.path.exists(path) and not os.path.exists(path + ".gz"):
-        raise FileNotFoundError(f"no {path} or {path}.gz")
-    with open(path) if os.path.exists(path) else gzip.open(path + ".gz", "rt") as f:
+    path = run
+    if not os.path.isfile(run):
+        path = os.path.join(run, "metrics.jsonl")
+        if not os.path.exists(path):
+            path += ".gz"
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no {path[:-3]} or {path}")
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

@@ -367,16 +367,16 @@ def test_hessian_zero_tiles_skipped_step_like_all_tiles(monkeypatch):
         return launch(kernel, *args, **kwargs)
 
     monkeypatch.setattr(warp, "launch_tiled", counted)
-    actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(7), (8, WORLDS, 45), minval=-1)
 
     def eight_steps(hessian_tiles):
         env = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, hessian_tiles=hessian_tiles)
+        actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(7), (8, WORLDS, env.action_size), minval=-1)
         params = env.default_params()
         step = jax.jit(lambda s, a: autoreset_step(env, params, s, s, a)[1])
         state = jax.jit(lambda k: batch_reset(env, params, k))(
             jax.random.split(jax.random.PRNGKey(8), WORLDS)
         )
-        for a in actions[..., : env.action_size]:
+        for a in actions:
             state = step(state, a)
         return jax.block_until_ready(state)
 

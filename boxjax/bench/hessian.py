@@ -32,8 +32,6 @@ from boxjax.cli.common import run_main
 
 BLOCK_WORLD_TREES = (89, 43, 3)
 """The two-fighter block world's trees (dofs): our muscular fighter, the simple opponent, the bag."""
-TILE = 16
-"""MuJoCo Warp's dense tile (`TILE_SIZE_JTDAJ_DENSE`)."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -62,7 +60,7 @@ def hessians(
 
     rng = np.random.default_rng(seed)
     nv = sum(trees)
-    size = hessian_patch.padded_size(nv, TILE)
+    size = hessian_patch.padded_size(nv, hessian_patch.tile_size())
     blocks = [(0, nv)] if joined else list(zip(np.cumsum((0, *trees[:-1])), np.cumsum(trees), strict=True))
     h = np.zeros((worlds, size, size), np.float32)
     for lo, hi in blocks:
@@ -103,13 +101,14 @@ def measure(trees: tuple[int, ...], worlds: int, joined: bool, reps: int) -> dic
     from boxjax.physics import hessian_patch
 
     block_cholesky = importlib.import_module(hessian_patch._BLOCK_CHOLESKY)
+    tile, threads = hessian_patch.tile_size(), hessian_patch.block_dim()
     nv = sum(trees)
-    size = hessian_patch.padded_size(nv, TILE)
+    size = hessian_patch.padded_size(nv, tile)
     treeid = np.repeat(np.arange(len(trees)), trees)
-    mask = hessian_patch.zero_if_apart(treeid, size, TILE)
+    mask = hessian_patch.zero_if_apart(treeid, size, tile)
     funcs = {
-        "stock": block_cholesky.create_blocked_cholesky_augmented_factorize_solve_newton_func(TILE, size, nv),
-        "ours": hessian_patch._factor_solve_newton_func(TILE, size, nv, mask),
+        "stock": block_cholesky.create_blocked_cholesky_augmented_factorize_solve_newton_func(tile, size, nv),
+        "ours": hessian_patch._factor_solve_newton_func(tile, size, nv, mask),
     }
     h, grad = hessians(trees, worlds, joined)
     out: dict[str, object] = {}
@@ -119,15 +118,15 @@ def measure(trees: tuple[int, ...], worlds: int, joined: bool, reps: int) -> dic
         arrays = [
             wp.array(h),
             wp.array(grad),
-            wp.zeros_like(wp.array(h)),
+            wp.zeros(h.shape, dtype=float),
             wp.zeros((worlds, nv, 1), dtype=float),
         ]
         arrays.append(wp.zeros((worlds, 2), dtype=float))
-        wp.launch_tiled(kernel, dim=worlds, inputs=arrays, block_dim=64)  # compiles, warms up
+        wp.launch_tiled(kernel, dim=worlds, inputs=arrays, block_dim=threads)  # compiles, warms up
         wp.synchronize()
         tick = time.perf_counter()
         for _ in range(reps):
-            wp.launch_tiled(kernel, dim=worlds, inputs=arrays, block_dim=64)
+            wp.launch_tiled(kernel, dim=worlds, inputs=arrays, block_dim=threads)
         wp.synchronize()
         out[f"{name}_ms"] = (time.perf_counter() - tick) / reps * 1e3
         results[name] = [a.numpy() for a in arrays[2:]]

@@ -1,14 +1,13 @@
 """How many iterations MuJoCo Warp's constraint solver runs per physics step in a task's world, a policy
-acting: the share of world-steps that stopped after 1, 2, ... iterations (the last at the cap), and how often
-the slowest world of a batch needed each count, and the share of world-steps with a contact between two
+acting: the share of world-steps that stopped after 1, 2, ... iterations (the last at the cap), how often the
+slowest world of a batch needed each count, and the share of world-steps with a contact between two
 kinematic trees (where the Hessian is not block diagonal by tree: `boxjax.physics.hessian_patch`). MuJoCo
-Warp's solver loop (a CUDA while-node, or the cap's
-passes unrolled) runs until the batch's slowest world is done, so that second figure is what a batch pays.
+Warp's solver loop (a CUDA while-node, or the cap's passes unrolled) runs until the batch's slowest world is
+done, so that second figure is what a batch pays.
 
 Each control step's count is its last physics substep's (`solver_niter`, read after the step). The policy is a
 checkpoint or policy file's actions sampled as in training (`--policy`), or uniform random actions of
-`--action-scale`.
-On a machine without a GPU MuJoCo Warp runs on Warp's CPU device (slow: a few worlds).
+`--action-scale`. On a machine without a GPU MuJoCo Warp runs on Warp's CPU device (slow: a few worlds).
 
     python -m boxjax.bench.solver_iterations --policy boxjax/data/blockers/block-muscular.msgpack --worlds 8
     python -m boxjax.bench.solver_iterations --task block --body simple --policy random --steps 40

@@ -53,6 +53,16 @@ def zero_if_apart(dof_treeid: np.ndarray, nv_pad: int, tile: int) -> tuple[tuple
     return tuple(tuple(row) for row in mask)
 
 
+def tile_size() -> int:
+    """MuJoCo Warp's dense Hessian tile (`TILE_SIZE_JTDAJ_DENSE`)."""
+    return importlib.import_module(_TYPES).TILE_SIZE_JTDAJ_DENSE
+
+
+def block_dim() -> int:
+    """The threads per world MuJoCo Warp gives its blocked Hessian factorisation (`BlockDim` default)."""
+    return importlib.import_module(_TYPES).BlockDim().update_gradient_cholesky_blocked
+
+
 def padded_size(nv: int, tile: int) -> int:
     """The Hessian's padded size in MuJoCo Warp's blocked path: nv plus the augmented right-hand side's
     column, rounded up to whole tiles (its `io._get_padded_sizes`)."""
@@ -66,7 +76,7 @@ def register(mj_model: mujoco.MjModel) -> bool:
     Raises:
       ValueError: another registered model of the same sizes has other such tiles.
     """
-    tile = importlib.import_module(_TYPES).TILE_SIZE_JTDAJ_DENSE
+    tile = tile_size()
     mask = zero_if_apart(mj_model.dof_treeid, padded_size(mj_model.nv, tile), tile)
     if not any(any(row) for row in mask):
         return False
@@ -305,7 +315,7 @@ def _cholesky_factorize_solve(m, d, ctx, skip_unchanged: bool = False, skip_nofl
     mask = _MASKS.get(fingerprint(m))
     if mask is None or m.nv <= solver._BLOCK_CHOLESKY_DIM:
         return _ORIGINAL["factorize_solve"](m, d, ctx, skip_unchanged, skip_noflip)
-    tile = importlib.import_module(_TYPES).TILE_SIZE_JTDAJ_DENSE
+    tile = tile_size()
     if len(mask) * tile != m.nv_pad:
         raise ValueError(
             f"the Hessian patch's mask covers {len(mask) * tile} dofs but MuJoCo Warp pads nv {m.nv} to "
