@@ -358,12 +358,12 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
          mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       4) SEEDCPU_LIMIT_S=570 bash "$0" seedcpu 9 ;;
       8) # the engines on identical terms: the shipped muscular blocker not learning (learning rate pinned at
-         # 1e-12), face episodes only, MuJoCo Warp (2,048 x 16) and MuJoCo C (the CPU path, 15 x 128 x 16)
+         # 1e-12), face episodes only (ENGINE_KINDS: other kind_weights), MuJoCo Warp (2,048 x 16) and MuJoCo C (the CPU path, 15 x 128 x 16)
          # side by side, ENGINE_MINUTES each: blocked / missed / hit shares of the same policy's punches
-         pinned="--ppo learning_rate=1e-12 --ppo learning_rate_bounds=1e-13,1e-12 --ppo desired_kl=0 --env kind_weights=1,0,0,0,0"
+         pinned="--ppo learning_rate=1e-12 --ppo learning_rate_bounds=1e-13,1e-12 --ppo desired_kl=0 --env kind_weights=${ENGINE_KINDS:-1,0,0,0,0}"
          common="--body muscular --minutes ${ENGINE_MINUTES:-4} --iterations 100000 --checkpoint-every 100000 --seed 0 \
            --teacher auto --init boxjax/data/blockers/block-muscular.msgpack $pinned"
-         log "engines: shipped blocker not learning, face episodes, ${ENGINE_MINUTES:-4} min, GPU and CPU side by side"
+         log "engines: shipped blocker not learning, kinds ${ENGINE_KINDS:-1,0,0,0,0}, ${ENGINE_MINUTES:-4} min, GPU and CPU side by side"
          XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 timeout 570 python3 experiments/block.py --platform gpu $common \
            --name engine-warp 2>&1 | grep -v "^Module " > "$OUT/logs/engine-warp.txt" &
          timeout 570 python3 experiments/block.py --platform cpu --mode decoupled --collectors 14 --worlds 128 \
