@@ -576,7 +576,6 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "overrides": {"ppo": [], "env": ["solver_iterations=2"]},
         "factor_trees": "all",
         "solver_loop": "unrolled",
-        "hessian_tiles": "nonzero",
     }
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     labels = seed_table.run_options(str(tmp_path))
@@ -584,13 +583,13 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "task_options": {"solver_iterations": 2},
         "factor_trees": "all",
         "solver_loop": "unrolled",
-        "hessian_tiles": "nonzero",
     }
     assert seed_table.variant_of(labels) == (
         "**physics changed**: solver cap 2 iterations (not the seed's rule); our kernel factors both "
-        "fighters (same physics); the solver's loop unrolled (same physics); the Hessian's zero tiles "
-        "skipped (same physics)"
+        "fighters (same physics); the solver's loop unrolled (same physics)"
     )
+    kept_row = {"factor_trees": "all", "hessian_tiles": "nonzero"}  # the dropped option's rows, kept
+    assert seed_table.variant_of(kept_row).endswith("the Hessian's zero tiles skipped (same physics)")
     bench_row = {
         "factor_trees": "all",
         "solver_loop": "default",
@@ -675,16 +674,3 @@ def test_metrics_read_from_a_kept_file_or_a_run_folder(tmp_path):
     (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
     assert runs.read_metrics(str(kept)) == rows
     assert runs.read_metrics(str(tmp_path / "run")) == rows[:1]
-
-
-def test_hessian_bench_layouts_and_both_factorisations_agree():
-    """Two trees of 32 and 20 dofs (4 tiles of 16: tiles 0-1 against 2 hold only pairs of different trees):
-    block diagonal and dense Hessians; MuJoCo Warp's factorisation and ours bit for bit on Warp's CPU."""
-    from boxjax.bench import hessian
-
-    h, grad = hessian.hessians((32, 20), 2, joined=False)
-    assert h.shape == (2, 64, 64) and grad.shape == (2, 64, 1)
-    assert not h[:, :32, 32:].any() and h[:, 32:52, 32:52].any() and not grad[:, 52:].any()
-    assert hessian.hessians((32, 20), 2, joined=True)[0][:, :32, 32:52].all()
-    for joined in (False, True):
-        assert hessian.measure((32, 20), 2, joined, reps=1)["identical"]

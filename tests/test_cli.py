@@ -51,7 +51,6 @@ def _run(main, argv, capsys) -> tuple[int, str]:
         (["--body", "nobody"], "error: argument --body: unknown body 'nobody'; valid: "),
         (["--platform", "gpu"], "error: --platform gpu needs an NVIDIA GPU and JAX's CUDA build"),
         (["--solver-loop", "unrolled"], "error: --solver-loop applies to --platform gpu only"),
-        (["--hessian-tiles", "nonzero"], "error: --hessian-tiles applies to --platform gpu only"),
     ],
 )
 def test_bad_stance_input_is_one_error_line_with_status_2(argv, message, cli_env, capsys):
@@ -242,14 +241,6 @@ def test_warp_flags_map_to_the_physics_arguments():
     }
     for flag, (fused, trees) in expected.items():
         options = common.warp_options(parser.parse_args(["--factor", flag]))
-        assert options == {
-            "fused_factor": fused,
-            "fused_factor_trees": trees,
-            "solver_loop": None,
-            "hessian_tiles": None,
-        }
+        assert options == {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": None}
     assert set(expected) == set(common.FACTORS)
     assert common.warp_options(parser.parse_args(["--solver-loop", "unrolled"]))["solver_loop"] == "unrolled"
-    assert (
-        common.warp_options(parser.parse_args(["--hessian-tiles", "nonzero"]))["hessian_tiles"] == "nonzero"
-    )

@@ -222,10 +222,6 @@ def test_a_bad_solver_loop_is_named():
         envs.make("stance", body="simple", impl="warp", solver_loop="while")
     with pytest.raises(ValueError, match="solver loop 'unrolled' applies to impl 'warp' only, not 'jax'"):
         envs.make("stance", body="simple", impl="jax", solver_loop="unrolled")
-    with pytest.raises(ValueError, match="unknown hessian_tiles 'some'; valid: all, nonzero"):
-        envs.make("stance", body="simple", impl="warp", hessian_tiles="some")
-    with pytest.raises(ValueError, match="hessian_tiles 'nonzero' applies to impl 'warp' only, not 'jax'"):
-        envs.make("stance", body="simple", impl="jax", hessian_tiles="nonzero")
 
 
 def test_graph_mode_reaches_the_physics_and_a_bad_one_is_named():
@@ -322,77 +318,3 @@ def test_solver_iterations_are_counted_per_world_and_step():
     tree_of_geom = np.array([-1, 0, 0, 1])
     geoms, world_of = np.array([[0, 1], [1, 2], [2, 3]]), np.array([0, 0, 1])
     assert solver_iterations.joined_trees(tree_of_geom, geoms, world_of, 3).tolist() == [False, True, False]
-
-
-def test_zero_if_apart_tiles_pair_tiles_of_different_trees_only():
-    from boxjax.physics import hessian_patch
-
-    # 4-dof tiles: tree 0 on dofs 0-5, tree 1 on 6-13, then padding to 16 (the last tile: never skipped)
-    treeid = np.array([0] * 6 + [1] * 8)
-    mask = hessian_patch.zero_if_apart(treeid, 16, 4)
-    assert mask == ((0, 0, 1, 0), (0, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0))  # tile 1 holds both trees
-    # MuJoCo Warp pads for one more column (the augmented right-hand side): a whole tile more at nv 48
-    assert [hessian_patch.padded_size(nv, 16) for nv in (47, 48, 89, 135)] == [48, 64, 96, 144]
-
-
-def test_hessian_patch_refuses_a_padding_it_did_not_expect(monkeypatch):
-    from types import SimpleNamespace
-
-    from boxjax.physics import hessian_patch, passive_patch
-
-    sizes = dict(nbody=3, njnt=2, nv=40, nu=1, ngeom=2, nsite=0)
-    monkeypatch.setitem(
-        hessian_patch._MASKS, passive_patch.fingerprint(SimpleNamespace(**sizes)), ((0,) * 3,) * 3
-    )
-    m = SimpleNamespace(**sizes, nv_pad=64)
-    with pytest.raises(ValueError, match="mask covers 48 dofs but MuJoCo Warp pads nv 40 to 64"):
-        hessian_patch._cholesky_factorize_solve(m, None, None)
-
-
-def test_hessian_zero_tiles_skipped_step_like_all_tiles(monkeypatch):
-    """The two-fighter block world of simple bodies (89 dofs in three trees: 6 × 6 Hessian tiles, tiles 0-1
-    against 3-4 holding only pairs of dofs of different trees) through 8 control steps of random actions:
-    MuJoCo Warp's own Hessian factorisation and ours skipping the tiles that are zero (`hessian_tiles`
-    "nonzero") give the same state bit for bit on Warp's CPU device (on a GPU to the one-call bounds: atomic
-    adds in varying order), and ours ran (its launches counted)."""
-    import warp
-
-    from boxjax.physics import hessian_patch
-
-    ours = []
-    launch = warp.launch_tiled
-
-    def counted(kernel, *args, **kwargs):
-        ours.append(kernel.func.__module__ == hessian_patch.__name__)
-        return launch(kernel, *args, **kwargs)
-
-    monkeypatch.setattr(warp, "launch_tiled", counted)
-
-    def eight_steps(hessian_tiles):
-        env = envs.make("block", body="simple", impl="warp", num_worlds=WORLDS, hessian_tiles=hessian_tiles)
-        actions = 0.3 * jax.random.uniform(jax.random.PRNGKey(7), (8, WORLDS, env.action_size), minval=-1)
-        params = env.default_params()
-        step = jax.jit(lambda s, a: autoreset_step(env, params, s, s, a)[1])
-        state = jax.jit(lambda k: batch_reset(env, params, k))(
-            jax.random.split(jax.random.PRNGKey(8), WORLDS)
-        )
-        for a in actions:
-            state = step(state, a)
-        return jax.block_until_ready(state)
-
-    try:
-        stock = eight_steps(None)
-        assert not any(ours)
-        skipping = eight_steps("nonzero")
-    finally:
-        hessian_patch.install(False)
-    if jax.default_backend() == "cpu":
-        assert sum(ours) >= 8  # at least one factorisation a control step went through ours
-        for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
-            np.testing.assert_array_equal(getattr(skipping.data, field), getattr(stock.data, field), field)
-        return
-    assert any(ours)  # on a GPU the Python runs when a graph is captured
-    np.testing.assert_allclose(skipping.data.qpos, stock.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
-    np.testing.assert_allclose(
-        skipping.data.qvel, stock.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
-    )

@@ -327,7 +327,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
     # them, not TF32); 12 item 4's pair: this tree's default and BASE_COMMIT's, PAIR_MINUTES (15) side by
     # side, through `bgstart`/`bgwait` (two calls); 13 the seed bench after its warm-up fix, the default
-    # then --hessian-tiles nonzero; 14 the Hessian factorisation alone (boxjax bench hessian); rows via
+    # alone (--hessian-tiles, benched in step 13 on 2026-12-06, was slower and is gone); rows via
     # experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
@@ -413,16 +413,12 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
             mkdir -p "$OUT/${dir##*/}" && cp "$dir/metrics.jsonl" "$dir/summary.json" "$OUT/${dir##*/}/"
           done ;;
       13) # the seed bench after the bench's warm-up fix (two capture-free iterations before the timed ones):
-          # this tree's default, then --hessian-tiles nonzero (the Hessian's zero tiles between the trees
-          # skipped; the same result), 5 timed iterations each
-          SEED_REPEATS=5 BLOCK_LIMIT_S=250 bash "$0" seedbench
-          SEED_REPEATS=5 SEED_ARGS="--hessian-tiles nonzero" BLOCK_LIMIT_S=250 bash "$0" seedbench ;;
-      14) # the Hessian factorisation alone (boxjax bench hessian): ours against MuJoCo Warp's, both layouts
-          timeout 300 python3 -m boxjax.bench.hessian --out "$OUT/bench" 2>&1 | grep -v "^Module " \
-            | tee -a "$OUT/logs/session.txt" ;;
+          # this tree's default, 5 timed iterations (on a fresh machine its Warp kernels and JAX program
+          # compile first: ~4 min of the limit; a 250 s limit cut it off on 2026-12-06)
+          SEED_REPEATS=5 BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
-      *) log "issue41 takes a step 1-14"; exit 2 ;;
+      *) log "issue41 takes a step 1-13"; exit 2 ;;
     esac
     ;;
   bgstart)  # bgstart NAME PHASE [ARGS]: PHASE in the background, outliving this device call (a 15-minute run

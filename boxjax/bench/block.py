@@ -565,7 +565,6 @@ def main(argv: list[str] | None = None) -> int:
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
         "solver_loop": args.solver_loop or "default",
-        "hessian_tiles": args.hessian_tiles or "default",
         "mj_options": args.mj_option,
         "task_options": args.env,
         "factor_asked": args.factor,

@@ -151,7 +151,8 @@ def variant_of(row: dict) -> str:
     """The table's description of a row's world: the seed's, or its `changes_of` (named options, not the
     seed's rule), our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
     same physics), the solver's loop where a row unrolled it (`solver_loop`: the same physics), the Hessian's
-    zero tiles where a row skipped them (`hessian_tiles` "nonzero": the same physics) and the policy
+    zero tiles where a row skipped them (`hessian_tiles` "nonzero", an option measured slower on an H100 and
+    dropped; its rows are kept: the same physics) and the policy
     that acted in a bench where not fresh weights (`policy`: a trained one keeps its guard up and falls less,
     which changes the physics' work, not its rule)."""
     changes = changes_of(row)
@@ -203,8 +204,8 @@ def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
 
 def run_options(run_dir: str) -> dict:
     """The labels a training run's summary.json gives its rows: `task_options` (its `--env` overrides, typed),
-    `factor_trees` (which trees our factorisation took, where recorded), `solver_loop` and `hessian_tiles`
-    (where not MuJoCo Warp's default); empty without a summary.
+    `factor_trees` (which trees our factorisation took, where recorded) and `solver_loop` (where not MuJoCo
+    Warp's default); empty without a summary.
 
     Raises:
       ValueError: the run changed a task field other than `PHYSICS_OPTIONS` (not the seed's world).
@@ -223,9 +224,8 @@ def run_options(run_dir: str) -> dict:
     labels = {"task_options": given}
     if summary.get("factor_trees"):
         labels["factor_trees"] = summary["factor_trees"]
-    for option in ("solver_loop", "hessian_tiles"):
-        if summary.get(option, "default") != "default":
-            labels[option] = summary[option]
+    if summary.get("solver_loop", "default") != "default":
+        labels["solver_loop"] = summary["solver_loop"]
     return labels
 
 

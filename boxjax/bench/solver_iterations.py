@@ -1,7 +1,7 @@
 """How many iterations MuJoCo Warp's constraint solver runs per physics step in a task's world, a policy
 acting: the share of world-steps that stopped after 1, 2, ... iterations (the last at the cap), how often the
 slowest world of a batch needed each count, and the share of world-steps with a contact between two
-kinematic trees (where the Hessian is not block diagonal by tree: `boxjax.physics.hessian_patch`). MuJoCo
+kinematic trees (where the solver's Hessian is not block diagonal by tree). MuJoCo
 Warp's solver loop (a CUDA while-node, or the cap's passes unrolled) runs until the batch's slowest world is
 done, so that second figure is what a batch pays.
 

@@ -199,7 +199,6 @@ def write_summary(out: str, args, history: list[dict], trees: str) -> None:
         **runs.summary_head(args, history),
         "factor_trees": trees,
         "solver_loop": args.solver_loop or "default",
-        "hessian_tiles": args.hessian_tiles or "default",
         "init": args.init,
         **training.summary(history),
     }

@@ -93,8 +93,8 @@ fused-large: ours for the 89-DoF trees alone (the opponent by MuJoCo Warp's tile
 
 
 def add_warp_arguments(parser: argparse.ArgumentParser) -> None:
-    """The MuJoCo Warp flags of the GPU path: `--factor` (`FACTORS`), `--solver-loop` and `--hessian-tiles`
-    (one of `boxjax.physics.mjx.SOLVER_LOOPS`, `HESSIAN_TILES`, checked where the physics is configured)."""
+    """The MuJoCo Warp flags of the GPU path: `--factor` (`FACTORS`) and `--solver-loop` (one of
+    `boxjax.physics.mjx.SOLVER_LOOPS`, checked where the physics is configured)."""
     parser.add_argument(
         "--factor",
         choices=tuple(FACTORS),
@@ -109,32 +109,19 @@ def add_warp_arguments(parser: argparse.ArgumentParser) -> None:
         "CUDA graph while-node; unrolled: the iteration cap of passes, converged worlds skipping; the same "
         "result)",
     )
-    parser.add_argument(
-        "--hessian-tiles",
-        default=None,
-        help="how MuJoCo Warp factors its constraint solver's Hessian (default: all, its own dense tiles; "
-        "nonzero: skipping the tiles that are zero between the kinematic trees; the same result)",
-    )
 
 
 def check_warp_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse MuJoCo Warp's `--solver-loop` and `--hessian-tiles` away from `--platform gpu` (they would
-    change nothing there)."""
-    for flag, given in (("--solver-loop", args.solver_loop), ("--hessian-tiles", args.hessian_tiles)):
-        if given and args.platform != "gpu":
-            parser.error(f"{flag} applies to --platform gpu only (MuJoCo Warp's constraint solver)")
+    """Refuse MuJoCo Warp's `--solver-loop` away from `--platform gpu` (it would change nothing there)."""
+    if args.solver_loop and args.platform != "gpu":
+        parser.error("--solver-loop applies to --platform gpu only (MuJoCo Warp's constraint solver)")
 
 
 def warp_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`boxjax.envs.make`'s MuJoCo Warp arguments for `--factor`, `--solver-loop` and `--hessian-tiles`
-    (`fused_factor`, `fused_factor_trees`, `solver_loop`, `hessian_tiles`)."""
+    """`boxjax.envs.make`'s MuJoCo Warp arguments for `--factor` and `--solver-loop` (`fused_factor`,
+    `fused_factor_trees`, `solver_loop`)."""
     fused, trees = FACTORS[args.factor]
-    return {
-        "fused_factor": fused,
-        "fused_factor_trees": trees,
-        "solver_loop": args.solver_loop,
-        "hessian_tiles": args.hessian_tiles,
-    }
+    return {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": args.solver_loop}
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:

@@ -54,7 +54,6 @@ def make(
     fused_factor_trees: str | None = None,
     graph_mode: str | None = None,
     solver_loop: str | None = None,
-    hessian_tiles: str | None = None,
     substeps_in_one_call: bool = False,
     **options: Any,
 ) -> Env:
@@ -73,8 +72,6 @@ def make(
       graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
       solver_loop: MuJoCo Warp only: how its constraint solver repeats its iterations
         (`boxjax.physics.mjx.SOLVER_LOOPS`; None: MuJoCo Warp's default; the same result either way).
-      hessian_tiles: MuJoCo Warp only: "nonzero" skips the constraint solver's Hessian tiles that are zero
-        between trees (`boxjax.physics.mjx.HESSIAN_TILES`; None: MuJoCo Warp's own; the same result).
       substeps_in_one_call: MuJoCo Warp only: a control step's physics substeps in one FFI call (same result).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
@@ -87,7 +84,6 @@ def make(
         fused_factor_trees=fused_factor_trees,
         graph_mode=graph_mode,
         solver_loop=solver_loop,
-        hessian_tiles=hessian_tiles,
         substeps_in_one_call=substeps_in_one_call,
     )
     if impl == "mujoco-c":

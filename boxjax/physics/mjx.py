@@ -49,11 +49,6 @@ sets MuJoCo Warp's `Option.graph_conditional`, which also picks plain loops over
 paths boxjax's models do not take (sleeping bodies' broadphase, flex collisions, implicit derivatives'
 PCG)."""
 
-HESSIAN_TILES = ("all", "nonzero")
-"""How MuJoCo Warp factors the constraint solver's Hessian (`PhysicsConfig.hessian_tiles`): "all", its own
-dense tiled Cholesky; "nonzero", the same skipping the tiles that are zero between kinematic trees in worlds
-where no constraint joins them (`boxjax.physics.hessian_patch`; the same result bit for bit)."""
-
 FACTOR_TREES = ("all", "large")
 """Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",
 every tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`: the block world's 43-DoF opponent
@@ -87,9 +82,6 @@ class PhysicsConfig:
     solver_loop: str | None = None
     """MuJoCo Warp only: how the constraint solver repeats its iterations, one of `SOLVER_LOOPS`; None =
     MuJoCo Warp's default ("conditional")."""
-    hessian_tiles: str | None = None
-    """MuJoCo Warp only: how the constraint solver's Hessian is factored, one of `HESSIAN_TILES`; None =
-    "all" (MuJoCo Warp's own). Global to the process, as MuJoCo Warp's solver is."""
     substeps_in_one_call: bool = False
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
@@ -108,14 +100,6 @@ class PhysicsConfig:
         if self.solver_loop is not None and self.impl != "warp":
             raise ValueError(
                 f"solver loop {self.solver_loop!r} applies to impl 'warp' only, not {self.impl!r}"
-            )
-        if self.hessian_tiles is not None and self.hessian_tiles not in HESSIAN_TILES:
-            raise ValueError(
-                f"unknown hessian_tiles {self.hessian_tiles!r}; valid: {', '.join(HESSIAN_TILES)}"
-            )
-        if self.hessian_tiles is not None and self.impl != "warp":
-            raise ValueError(
-                f"hessian_tiles {self.hessian_tiles!r} applies to impl 'warp' only, not {self.impl!r}"
             )
         trees = self.fused_factor_trees
         if trees is not None and trees not in FACTOR_TREES:
@@ -149,19 +133,15 @@ def resolve_impl(impl: str | None) -> str:
 def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     """The model on the device; with Warp, MuJoCo Warp's step modules compiled side by side
     (`boxjax.physics.preload`), its gravity-compensation launch left out where no body has any
-    (`boxjax.physics.passive_patch`), its Hessian's zero tiles skipped with `hessian_tiles` "nonzero"
-    (`boxjax.physics.hessian_patch`) and solver-cap warnings masked so they cannot flood stdout."""
+    (`boxjax.physics.passive_patch`) and solver-cap warnings masked so they cannot flood stdout."""
     if config.impl == "warp":
         import warp
 
-        from boxjax.physics import factor_patch, hessian_patch, passive_patch, preload
+        from boxjax.physics import factor_patch, passive_patch, preload
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         factor_patch.install(fused_factor(mj_model, config))
         passive_patch.install()  # its wrapped put_model registers the model
-        hessian_patch.install(config.hessian_tiles == "nonzero")
-        if hessian_patch.installed():
-            hessian_patch.register(mj_model)
         with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):
             model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
     else:
