@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from boxjax.bench import rows as bench_rows
+from boxjax.cli.common import run_main
 
 POLICY_RANDOM = "random"
 
@@ -152,4 +153,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(main))

@@ -9,7 +9,7 @@ model registered without gravity compensation it passes a model whose options di
 and what it calls that flag decides only that launch and whether the sum of passive forces adds
 `qfrc_gravcomp`, which is zeroed either way, so the forces are the same (a passive callback would see the
 flag; boxjax models have none). Inside a CUDA-graph capture the model cannot be read back, so it is
-recognised by its sizes (`fingerprint`); `install()` also wraps MuJoCo Warp's `put_model` so that every model
+recognised by its sizes (`_fingerprint`); `install()` also wraps MuJoCo Warp's `put_model` so that every model
 put on a device is registered (a model of a registered one's sizes but other gravity compensation is an
 error), and a model not registered keeps MuJoCo Warp's own `passive`. Changing `body_gravcomp` after
 `put_model` is not seen: rebuild the model.
@@ -38,7 +38,7 @@ class FingerprintClashError(ValueError):
     """Two registered models share their sizes but not their gravity compensation."""
 
 
-def fingerprint(model) -> tuple[int, ...]:
+def _fingerprint(model) -> tuple[int, ...]:
     """The sizes `_SIZES` of a MuJoCo or MuJoCo Warp model."""
     return tuple(int(getattr(model, name)) for name in _SIZES)
 
@@ -49,11 +49,11 @@ def register(mj_model: mujoco.MjModel) -> None:
     Raises:
       FingerprintClashError: another registered model has the same sizes but the other answer.
     """
-    key = fingerprint(mj_model)
+    fingerprint = _fingerprint(mj_model)
     without = bool(mj_model.ngravcomp == 0)
-    if _WITHOUT_GRAVCOMP.setdefault(key, without) != without:
+    if _WITHOUT_GRAVCOMP.setdefault(fingerprint, without) != without:
         raise FingerprintClashError(
-            f"two models with sizes {dict(zip(_SIZES, key, strict=True))} differ in gravity "
+            f"two models with sizes {dict(zip(_SIZES, fingerprint, strict=True))} differ in gravity "
             "compensation; the passive-force patch cannot tell them apart"
         )
 
@@ -61,7 +61,7 @@ def register(mj_model: mujoco.MjModel) -> None:
 def _passive(m, d):
     """MuJoCo Warp's `passive.passive`, gravity compensation's launch left out for a model registered
     without it."""
-    if _WITHOUT_GRAVCOMP.get(fingerprint(m), False):
+    if _WITHOUT_GRAVCOMP.get(_fingerprint(m), False):
         gravity = importlib.import_module(_TYPES).DisableBit.GRAVITY
         m = dataclasses.replace(m, opt=dataclasses.replace(m.opt, disableflags=m.opt.disableflags | gravity))
     _ORIGINAL["passive"](m, d)
