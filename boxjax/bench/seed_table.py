@@ -257,7 +257,7 @@ def _bench_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
         for name in ("s_per_iteration_median", "s_per_iteration"):
             if name in cell:
                 kind = "median" if name.endswith("median") else "best"
-                how = f"{world}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit}"
+                how = f"{world}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit[:7]}"
                 s = cell[name]
                 lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
     return lines
@@ -274,7 +274,7 @@ def _train_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
         if "collect_s" in cell:
             how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
             how += f" / collectors wait {cell['collector_wait_s']:.2f} s"
-        how += f", {cell['commit']}, {cell['date'][:10]}"
+        how += f", {cell['commit'][:7]}, {cell['date'][:10]}"
         machine = device + (f" ({cell['cores']} cores)" if "cores" in cell else "")
         s = cell["s_per_iteration"]
         lines.append(
