@@ -7,8 +7,10 @@ and constraint slots, and drives them with random controls (uniform over each ac
 and replayed `--steps` times after a warm-up: once without the tracer (physics steps per second), once with
 MuJoCo Warp's event tracer on (mean ms per step of every traced function, nested; CUDA only). Each
 `--variants` entry is a list of MuJoCo Warp model overrides separated by ";" (e.g.
-"opt.iterations=2;opt.ls_iterations=4"); "base" is none, and "stock" is none with MuJoCo Warp's own
-factorisation instead of ours (`boxjax.physics.factor`, which the other variants install as in training).
+"opt.iterations=2;opt.ls_iterations=4", or launch block sizes such as
+"block_dim.update_gradient_cholesky_blocked=64"); "base" is none, and "stock" is none with MuJoCo Warp's own
+factorisation instead of ours (`boxjax.physics.factor`, which the other variants install for every tree of
+more than 6 dofs, as in training).
 Prints a report per variant and, with `--out`, appends JSON Lines rows (one per variant; `trace_ms` is a
 list of [depth, function, ms] in call order).
 
@@ -71,6 +73,12 @@ def overrides(variant: str) -> list[str]:
     return [] if variant in ("base", "stock") else [s.strip() for s in variant.split(";") if s.strip()]
 
 
+def mj_overrides(variant: str) -> list[str]:
+    """The overrides of one variant that MuJoCo's own model has (all but MuJoCo Warp's launch block sizes,
+    "block_dim.KERNEL=THREADS")."""
+    return [o for o in overrides(variant) if not o.startswith("block_dim.")]
+
+
 def flatten(trace: dict, depth: int = 0) -> list[tuple[int, str, float]]:
     """(depth, name, total ms) rows of one `EventTracer.trace()` (ms per call), parents before children."""
     rows = []
@@ -98,15 +106,17 @@ def device_worlds(args: argparse.Namespace, variant: str):
     from boxjax.physics import factor_patch
 
     mjm, key, ncon, njmax = world_model(args.task, args.body)
-    mjw_io.override_model(mjm, overrides(variant))
-    factor_patch.install(variant != "stock" and factor_patch.needs_fused_factor(mjm))
+    mjw_io.override_model(mjm, mj_overrides(variant))
+    ours = variant != "stock" and factor_patch.needs_fused_factor(mjm)
+    factor_patch.install(ours)
     mjd = mujoco.MjData(mjm)
     mujoco.mj_resetDataKeyframe(mjm, mjd, key)
     mujoco.mj_forward(mjm, mjd)
-    m = mjw.put_model(mjm)
-    mjw_io.override_model(m, overrides(variant))
-    m.opt.warn_overflow = 0  # solver-cap warnings would flood the report
-    d = mjw.put_data(mjm, mjd, nworld=args.worlds, naconmax=args.worlds * ncon, njmax=njmax)
+    with factor_patch.all_trees_on_sparse_path(ours):  # every tree in our launch, as in training
+        m = mjw.put_model(mjm)
+        mjw_io.override_model(m, overrides(variant))
+        m.opt.warn_overflow = 0  # solver-cap warnings would flood the report
+        d = mjw.put_data(mjm, mjd, nworld=args.worlds, naconmax=args.worlds * ncon, njmax=njmax)
     lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
     mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * args.ctrl_noise
     rng = np.random.default_rng(0)
@@ -182,6 +192,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import warp as wp
 
+    from boxjax.bench import rows as bench_rows
+
     wp.config.quiet = True
     wp.init()
     device = wp.get_device(args.device)
@@ -195,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
             task=args.task,
             worlds=args.worlds,
             date=datetime.date.today().isoformat(),
+            commit=bench_rows.commit(),
             command="python experiments/profile_physics.py " + " ".join(sys.argv[1:]),
         )
         print(report(row), flush=True)

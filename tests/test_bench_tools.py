@@ -576,6 +576,7 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "overrides": {"ppo": [], "env": ["solver_iterations=2"]},
         "factor_trees": "all",
         "solver_loop": "unrolled",
+        "block_dims": {"update_gradient_cholesky_blocked": 64, "linesearch_iterative": 64},
     }
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     labels = seed_table.run_options(str(tmp_path))
@@ -583,11 +584,14 @@ def test_seed_table_reads_a_runs_physics_options_and_factor_from_its_summary(tmp
         "task_options": {"solver_iterations": 2},
         "factor_trees": "all",
         "solver_loop": "unrolled",
+        "block_dims": {"update_gradient_cholesky_blocked": 64, "linesearch_iterative": 64},
     }
     assert seed_table.variant_of(labels) == (
         "**physics changed**: solver cap 2 iterations (not the seed's rule); our kernel factors both "
-        "fighters (same physics); the solver's loop unrolled (same physics)"
+        "fighters (same physics); the solver's loop unrolled (same physics); launch block sizes "
+        "linesearch_iterative=64, update_gradient_cholesky_blocked=64 (same physics)"
     )
+    assert "launch block sizes" not in seed_table.variant_of({"block_dims": {}})  # the defaults
     kept_row = {"factor_trees": "all", "hessian_tiles": "nonzero"}  # the dropped option's rows, kept
     assert seed_table.variant_of(kept_row).endswith("the Hessian's zero tiles skipped (same physics)")
     bench_row = {

@@ -51,6 +51,7 @@ def _run(main, argv, capsys) -> tuple[int, str]:
         (["--body", "nobody"], "error: argument --body: unknown body 'nobody'; valid: "),
         (["--platform", "gpu"], "error: --platform gpu needs an NVIDIA GPU and JAX's CUDA build"),
         (["--solver-loop", "unrolled"], "error: --solver-loop applies to --platform gpu only"),
+        (["--block-dim", "ray=64"], "error: --block-dim applies to --platform gpu only"),
     ],
 )
 def test_bad_stance_input_is_one_error_line_with_status_2(argv, message, cli_env, capsys):
@@ -241,6 +242,19 @@ def test_warp_flags_map_to_the_physics_arguments():
     }
     for flag, (fused, trees) in expected.items():
         options = common.warp_options(parser.parse_args(["--factor", flag]))
-        assert options == {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": None}
+        assert options == {
+            "fused_factor": fused,
+            "fused_factor_trees": trees,
+            "solver_loop": None,
+            "block_dims": (),
+        }
     assert set(expected) == set(common.FACTORS)
     assert common.warp_options(parser.parse_args(["--solver-loop", "unrolled"]))["solver_loop"] == "unrolled"
+    argv = ["--block-dim", "update_gradient_cholesky_blocked=64", "--block-dim", " ray = 128"]
+    assert common.warp_options(parser.parse_args(argv))["block_dims"] == (
+        ("update_gradient_cholesky_blocked", 64),
+        ("ray", 128),
+    )
+    for bad in ("ray", "ray=", "=64", "ray=6.4", "ray=-32"):
+        with pytest.raises(ValueError, match=f"--block-dim wants KERNEL=THREADS \\(an int\\), got '{bad}'"):
+            common.warp_options(parser.parse_args(["--block-dim", bad]))

@@ -81,6 +81,20 @@ def _five_steps_beside_the_default(**physics_options):
     return state, other
 
 
+def _assert_steps_alike(variant, default) -> None:
+    """The same state after `_five_steps_beside_the_default`: bit for bit on Warp's CPU device, to the
+    one-call bounds on a GPU (the order of atomic adds varies there)."""
+    np.testing.assert_array_equal(variant.data.time, default.data.time)
+    if jax.default_backend() == "cpu":
+        for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
+            np.testing.assert_array_equal(getattr(variant.data, field), getattr(default.data, field), field)
+        return
+    np.testing.assert_allclose(variant.data.qpos, default.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
+    np.testing.assert_allclose(
+        variant.data.qvel, default.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
+    )
+
+
 @pytest.mark.skipif("jax.default_backend() != 'gpu'", reason="MuJoCo Warp's graph modes exist on CUDA only")
 def test_staged_graph_mode_steps_like_the_default():
     """MJX's staged mode (copies through fixed buffers, never recaptures) against its default mode, to the
@@ -118,16 +132,9 @@ def test_unrolled_solver_loop_steps_like_the_conditional_one(monkeypatch):
     default, unrolled = _five_steps_beside_the_default(solver_loop="unrolled")
     env = parity_env("warp")[0]
     assert env.backend.config.solver_loop is None
-    np.testing.assert_array_equal(unrolled.data.time, default.data.time)
+    _assert_steps_alike(unrolled, default)  # waits for the steps, whose launches are counted next
     if jax.default_backend() == "cpu":
         assert len(loops) == 5 * env.substeps
-        for field in ("qpos", "qvel", "qacc_warmstart", "act", "qfrc_constraint"):
-            np.testing.assert_array_equal(getattr(unrolled.data, field), getattr(default.data, field), field)
-        return
-    np.testing.assert_allclose(unrolled.data.qpos, default.data.qpos, atol=ONE_CALL_ATOL_RAD, err_msg="qpos")
-    np.testing.assert_allclose(
-        unrolled.data.qvel, default.data.qvel, atol=ONE_CALL_ATOL_RAD_PER_S, err_msg="qvel"
-    )
 
 
 def _gravity_launches(monkeypatch) -> list[bool]:
@@ -215,6 +222,47 @@ def test_a_model_with_gravity_compensation_keeps_its_launch(monkeypatch):
     stepped = jax.block_until_ready(jax.jit(jax.vmap(lambda d: mjx.step(mx, d)))(data))
     assert sum(launched) == 1
     assert float(jnp.abs(stepped.qfrc_gravcomp).max()) > 1.0  # about m g r = 1 x 9.81 x 0.2 N m
+
+
+def test_block_dims_step_like_mujoco_warps_own(monkeypatch):
+    """MuJoCo Warp's Newton Hessian Cholesky launched with two warps per world (`block_dims`) against its own
+    one: the option reached that launch, and the same state after five control steps. On Warp's CPU device
+    bit for bit (a CPU block runs one lane); on a GPU to the one-call bounds (its tile reductions may sum in
+    another order)."""
+    import warp
+
+    sizes = []
+    launch = warp.launch_tiled
+
+    def spy(kernel, *args, **kwargs):
+        if "cholesky_blocked" in kernel.key:
+            sizes.append(kwargs.get("block_dim"))
+        return launch(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(warp, "launch_tiled", spy)
+    default, wider = _five_steps_beside_the_default(block_dims=(("update_gradient_cholesky_blocked", 64),))
+    _assert_steps_alike(wider, default)  # waits for the steps, whose launches are counted next
+    assert 64 in sizes, f"the blocked Cholesky launched with block sizes {sorted(set(sizes))}"
+
+
+def test_bad_block_dims_are_named():
+    def make(impl="warp", **dims):
+        return envs.make("stance", body="simple", impl=impl, block_dims=tuple(dims.items()))
+
+    with pytest.raises(ValueError, match="unknown MuJoCo Warp block dim 'cholesky'; valid: segmented_sort"):
+        make(cholesky=64)
+    with pytest.raises(ValueError, match="ray=48: threads must be a positive multiple of 32 up to 1024"):
+        make(ray=48)
+    with pytest.raises(ValueError, match="ray=2048: threads must be"):
+        make(ray=2048)
+    with pytest.raises(ValueError, match="must be an int number of threads, got '64'"):
+        make(ray="64")
+    with pytest.raises(ValueError, match="block_dims apply to impl 'warp' only, not 'jax'"):
+        make(impl="jax", ray=64)
+    with pytest.raises(ValueError, match="block dim given twice: ray"):
+        envs.make("stance", body="simple", impl="warp", block_dims=(("ray", 64), ("ray", 128)))
+    with pytest.raises(ValueError, match="MuJoCo's C engine takes no MJX options"):
+        make(impl="mujoco-c", ray=64)
 
 
 def test_a_bad_solver_loop_is_named():

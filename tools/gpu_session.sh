@@ -327,8 +327,9 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # JAX_DEFAULT_MATMUL_PRECISION=highest: the networks in full float32, as the CPU path's learner computes
     # them, not TF32); 12 item 4's pair: this tree's default and BASE_COMMIT's, PAIR_MINUTES (15) side by
     # side, through `bgstart`/`bgwait` (two calls); 13 the seed bench after its warm-up fix, the default
-    # alone (--hessian-tiles, benched in step 13 on 2026-12-06, was slower and is gone); rows via
-    # experiments/seed_table.py --from-run
+    # alone (--hessian-tiles, benched in step 13 on 2026-12-06, was slower and is gone); 15 MuJoCo Warp's
+    # launch block sizes swept on the physics step (and checked to step alike); 16 the seed bench with
+    # BLOCK_ARGS's block sizes; rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -358,7 +359,7 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
          mkdir -p "$OUT/$run" && cp runs/$run/metrics.jsonl runs/$run/summary.json "$OUT/$run/" ;;
       4) SEEDCPU_LIMIT_S=570 bash "$0" seedcpu 9 ;;
       8) # the engines on identical terms: the shipped muscular blocker not learning (learning rate pinned at
-         # 1e-12), face episodes only (ENGINE_KINDS: other kind_weights), MuJoCo Warp (2,048 x 16) and MuJoCo C (the CPU path, 15 x 128 x 16)
+         # 1e-12), face episodes only (ENGINE_KINDS: other kind_weights), MuJoCo Warp (2,048 x 16) and MuJoCo C (the CPU path, 14 x 128 x 16)
          # side by side, ENGINE_MINUTES each: blocked / missed / hit shares of the same policy's punches
          pinned="--ppo learning_rate=1e-12 --ppo learning_rate_bounds=1e-13,1e-12 --ppo desired_kl=0 --env kind_weights=${ENGINE_KINDS:-1,0,0,0,0}"
          common="--body muscular --minutes ${ENGINE_MINUTES:-4} --iterations 100000 --checkpoint-every 100000 --seed 0 \
@@ -416,6 +417,22 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           # this tree's default, 5 timed iterations (on a fresh machine its Warp kernels and JAX program
           # compile first: ~4 min of the limit; a 250 s limit cut it off on 2026-12-06)
           SEED_REPEATS=5 BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
+      15) # MuJoCo Warp's launch block sizes (same equations): one physics step of the two-fighter world, 2,048
+          # worlds, per setting (profile_physics: no JAX program to compile), then the GPU check that a
+          # setting steps like MuJoCo Warp's own (tests/test_physics.py, five control steps)
+          log "launch block sizes: physics step per setting"
+          timeout 480 python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
+            --out "$OUT/bench/physprof-block-dims.jsonl" --variants base \
+            "block_dim.update_gradient_cholesky_blocked=64" "block_dim.update_gradient_cholesky_blocked=128" \
+            "block_dim.linesearch_iterative=64" "block_dim.update_gradient_JTDAJ_sparse=256" 2>&1 \
+            | grep -v "^Module " \
+            | tee "$OUT/logs/block-dims.txt" | grep "^=="
+          timeout 240 python3 -m pytest -q -rs tests/test_physics.py -k block_dims 2>&1 | tail -3 \
+            | tee -a "$OUT/logs/session.txt" ;;
+      16) # the seed bench with BLOCK_ARGS's launch block sizes (e.g. "--block-dim
+          # update_gradient_cholesky_blocked=64"), 5 timed iterations
+          SEED_REPEATS=5 SEED_ARGS="${BLOCK_ARGS:?give --block-dim KERNEL=THREADS flags}" BLOCK_LIMIT_S=480 \
+            bash "$0" seedbench ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
       *) log "issue41 takes a step 1-13"; exit 2 ;;

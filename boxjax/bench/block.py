@@ -565,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         "graph_mode": args.graph_mode or "default",
         "substep_calls": args.substep_calls,
         "solver_loop": args.solver_loop or "default",
+        "block_dims": dict(cli_common.block_dims(args.block_dim)),
         "mj_options": args.mj_option,
         "task_options": args.env,
         "factor_asked": args.factor,

@@ -152,7 +152,8 @@ def variant_of(row: dict) -> str:
     seed's rule), our kernel on both fighters' trees where a row says it ran (`factor_trees` "all": the
     same physics), the solver's loop where a row unrolled it (`solver_loop`: the same physics), the Hessian's
     zero tiles where a row skipped them (`hessian_tiles` "nonzero", an option measured slower on an H100 and
-    dropped; its rows are kept: the same physics) and the policy
+    dropped; its rows are kept: the same physics), MuJoCo Warp's launch block sizes where a row set them
+    (`block_dims`: the same physics) and the policy
     that acted in a bench where not fresh weights (`policy`: a trained one keeps its guard up and falls less,
     which changes the physics' work, not its rule)."""
     changes = changes_of(row)
@@ -163,6 +164,9 @@ def variant_of(row: dict) -> str:
         text += "; the solver's loop unrolled (same physics)"
     if row.get("hessian_tiles") == "nonzero":
         text += "; the Hessian's zero tiles skipped (same physics)"
+    if row.get("block_dims"):
+        sizes = ", ".join(f"{name}={threads}" for name, threads in sorted(row["block_dims"].items()))
+        text += f"; launch block sizes {sizes} (same physics)"
     if row.get("policy", "fresh") != "fresh":
         text += f"; acting: {os.path.basename(row['policy'])}"
     return text
@@ -204,8 +208,8 @@ def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
 
 def run_options(run_dir: str) -> dict:
     """The labels a training run's summary.json gives its rows: `task_options` (its `--env` overrides, typed),
-    `factor_trees` (which trees our factorisation took, where recorded) and `solver_loop` (where not MuJoCo
-    Warp's default); empty without a summary.
+    `factor_trees` (which trees our factorisation took, where recorded), `solver_loop` (where not MuJoCo
+    Warp's default) and `block_dims` (where set); empty without a summary.
 
     Raises:
       ValueError: the run changed a task field other than `PHYSICS_OPTIONS` (not the seed's world).
@@ -226,6 +230,8 @@ def run_options(run_dir: str) -> dict:
         labels["factor_trees"] = summary["factor_trees"]
     if summary.get("solver_loop", "default") != "default":
         labels["solver_loop"] = summary["solver_loop"]
+    if summary.get("block_dims"):
+        labels["block_dims"] = summary["block_dims"]
     return labels
 
 

@@ -194,11 +194,12 @@ def factor_trees(env) -> str:
 
 def write_summary(out: str, args, history: list[dict], trees: str) -> None:
     """runs/<name>/summary.json (and printed): set-up time, iterations, which trees our factorisation took
-    (`factor_trees`), the solver loop asked for, first and last figures."""
+    (`factor_trees`), the solver loop and launch block sizes asked for, first and last figures."""
     summary = {
         **runs.summary_head(args, history),
         "factor_trees": trees,
         "solver_loop": args.solver_loop or "default",
+        "block_dims": dict(common.block_dims(args.block_dim)),
         "init": args.init,
         **training.summary(history),
     }

@@ -93,8 +93,9 @@ fused-large: ours for the 89-DoF trees alone (the opponent by MuJoCo Warp's tile
 
 
 def add_warp_arguments(parser: argparse.ArgumentParser) -> None:
-    """The MuJoCo Warp flags of the GPU path: `--factor` (`FACTORS`) and `--solver-loop` (one of
-    `boxjax.physics.mjx.SOLVER_LOOPS`, checked where the physics is configured)."""
+    """The MuJoCo Warp flags of the GPU path: `--factor` (`FACTORS`), `--solver-loop` (one of
+    `boxjax.physics.mjx.SOLVER_LOOPS`) and `--block-dim` (`boxjax.physics.mjx.PhysicsConfig.block_dims`),
+    checked where the physics is configured."""
     parser.add_argument(
         "--factor",
         choices=tuple(FACTORS),
@@ -109,19 +110,47 @@ def add_warp_arguments(parser: argparse.ArgumentParser) -> None:
         "CUDA graph while-node; unrolled: the iteration cap of passes, converged worlds skipping; the same "
         "result)",
     )
+    parser.add_argument(
+        "--block-dim",
+        action="append",
+        default=[],
+        metavar="KERNEL=THREADS",
+        help="launch block size of one of MuJoCo Warp's tiled kernels (MJX's BlockDim fields, e.g. "
+        "update_gradient_cholesky_blocked=64; the same equations); repeatable",
+    )
+
+
+def block_dims(values: list[str]) -> tuple[tuple[str, int], ...]:
+    """(kernel, threads) pairs of `--block-dim KERNEL=THREADS` values (the names and sizes are checked by
+    `boxjax.physics.mjx.check_block_dims`)."""
+    pairs = []
+    for value in values:
+        name, sep, threads = value.partition("=")
+        if not sep or not name.strip() or not threads.strip().isdigit():
+            raise ValueError(f"--block-dim wants KERNEL=THREADS (an int), got {value!r}")
+        pairs.append((name.strip(), int(threads)))
+    return tuple(pairs)
 
 
 def check_warp_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse MuJoCo Warp's `--solver-loop` away from `--platform gpu` (it would change nothing there)."""
+    """Refuse MuJoCo Warp's `--solver-loop` and `--block-dim` away from `--platform gpu` (they would change
+    nothing there)."""
     if args.solver_loop and args.platform != "gpu":
         parser.error("--solver-loop applies to --platform gpu only (MuJoCo Warp's constraint solver)")
+    if args.block_dim and args.platform != "gpu":
+        parser.error("--block-dim applies to --platform gpu only (MuJoCo Warp's kernels)")
 
 
 def warp_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`boxjax.envs.make`'s MuJoCo Warp arguments for `--factor` and `--solver-loop` (`fused_factor`,
-    `fused_factor_trees`, `solver_loop`)."""
+    """`boxjax.envs.make`'s MuJoCo Warp arguments for `--factor`, `--solver-loop` and `--block-dim`
+    (`fused_factor`, `fused_factor_trees`, `solver_loop`, `block_dims`)."""
     fused, trees = FACTORS[args.factor]
-    return {"fused_factor": fused, "fused_factor_trees": trees, "solver_loop": args.solver_loop}
+    return {
+        "fused_factor": fused,
+        "fused_factor_trees": trees,
+        "solver_loop": args.solver_loop,
+        "block_dims": block_dims(args.block_dim),
+    }
 
 
 def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fused: bool = False) -> None:

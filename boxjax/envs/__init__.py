@@ -54,6 +54,7 @@ def make(
     fused_factor_trees: str | None = None,
     graph_mode: str | None = None,
     solver_loop: str | None = None,
+    block_dims: tuple[tuple[str, int], ...] = (),
     substeps_in_one_call: bool = False,
     **options: Any,
 ) -> Env:
@@ -72,6 +73,8 @@ def make(
       graph_mode: MuJoCo Warp only: CUDA graph mode (`boxjax.physics.mjx.GRAPH_MODES`; None: MJX's default).
       solver_loop: MuJoCo Warp only: how its constraint solver repeats its iterations
         (`boxjax.physics.mjx.SOLVER_LOOPS`; None: MuJoCo Warp's default; the same result either way).
+      block_dims: MuJoCo Warp only: (kernel, threads) launch block sizes (`boxjax.physics.mjx.PhysicsConfig`;
+        empty: MuJoCo Warp's own; the same equations).
       substeps_in_one_call: MuJoCo Warp only: a control step's physics substeps in one FFI call (same result).
       options: fields of the task's config dataclass (e.g. `episode_s=5.0`).
     """
@@ -84,10 +87,11 @@ def make(
         fused_factor_trees=fused_factor_trees,
         graph_mode=graph_mode,
         solver_loop=solver_loop,
+        block_dims=tuple(block_dims),
         substeps_in_one_call=substeps_in_one_call,
     )
     if impl == "mujoco-c":
-        given = {k: v for k, v in mjx_options.items() if v not in (None, False)}
+        given = {k: v for k, v in mjx_options.items() if v}  # None, False and () ask for nothing
         return on_c_engine(config, **given)  # the C engine takes none: named if given
     slots = config.contact_budget()
     backend = physics_backend.make(

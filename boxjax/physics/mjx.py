@@ -49,6 +49,11 @@ sets MuJoCo Warp's `Option.graph_conditional`, which also picks plain loops over
 paths boxjax's models do not take (sleeping bodies' broadphase, flex collisions, implicit derivatives'
 PCG)."""
 
+WARP_LANES = 32
+"""Threads in a CUDA warp: a launch block size (`PhysicsConfig.block_dims`) is a multiple of it."""
+MAX_BLOCK_THREADS = 1024
+"""The most threads one CUDA block holds."""
+
 FACTOR_TREES = ("all", "large")
 """Which kinematic trees our factorisation takes when it runs (`PhysicsConfig.fused_factor_trees`): "all",
 every tree of more than 6 dofs (`factor_patch.all_trees_on_sparse_path`: the block world's 43-DoF opponent
@@ -82,6 +87,11 @@ class PhysicsConfig:
     solver_loop: str | None = None
     """MuJoCo Warp only: how the constraint solver repeats its iterations, one of `SOLVER_LOOPS`; None =
     MuJoCo Warp's default ("conditional")."""
+    block_dims: tuple[tuple[str, int], ...] = ()
+    """MuJoCo Warp only: launch block sizes of its tiled kernels, (name, threads) pairs overriding the named
+    fields of MJX's `BlockDim` (e.g. (("update_gradient_cholesky_blocked", 64),): the Newton Hessian's
+    blocked Cholesky with two warps per world); empty = MuJoCo Warp's own. The same equations; a tile
+    reduction may sum in another order (float32 round-off)."""
     substeps_in_one_call: bool = False
     """MuJoCo Warp only: all `substeps` of a control step in one FFI call (`boxjax.physics.one_call`, same
     result) rather than MJX's one call each; impl "jax" has no such calls and loops in XLA either way. Off
@@ -101,6 +111,7 @@ class PhysicsConfig:
             raise ValueError(
                 f"solver loop {self.solver_loop!r} applies to impl 'warp' only, not {self.impl!r}"
             )
+        check_block_dims(self.block_dims, self.impl)
         trees = self.fused_factor_trees
         if trees is not None and trees not in FACTOR_TREES:
             raise ValueError(f"unknown fused_factor_trees {trees!r}; valid: {', '.join(FACTOR_TREES)}")
@@ -130,10 +141,50 @@ def resolve_impl(impl: str | None) -> str:
     return impl
 
 
+def block_dim_names() -> tuple[str, ...]:
+    """The launch block sizes MJX lets a MuJoCo Warp model set (its `BlockDim` fields)."""
+    from mujoco.mjx.warp.types import BlockDim
+
+    return tuple(field.name for field in dataclasses.fields(BlockDim))
+
+
+def check_block_dims(block_dims: tuple[tuple[str, int], ...], impl: str) -> None:
+    """Refuse `PhysicsConfig.block_dims` away from MuJoCo Warp, naming an unknown kernel or a size that is
+    no positive multiple of `WARP_LANES` up to `MAX_BLOCK_THREADS`."""
+    if not block_dims:
+        return
+    if impl != "warp":
+        raise ValueError(f"block_dims apply to impl 'warp' only, not {impl!r}")
+    names = block_dim_names()
+    for name, threads in block_dims:
+        if name not in names:
+            raise ValueError(f"unknown MuJoCo Warp block dim {name!r}; valid: {', '.join(names)}")
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise ValueError(f"block dim {name} must be an int number of threads, got {threads!r}")
+        if threads <= 0 or threads % WARP_LANES or threads > MAX_BLOCK_THREADS:
+            raise ValueError(
+                f"block dim {name}={threads}: threads must be a positive multiple of {WARP_LANES} "
+                f"up to {MAX_BLOCK_THREADS}"
+            )
+    repeated = sorted({n for n, _ in block_dims if [m for m, _ in block_dims].count(n) > 1})
+    if repeated:
+        raise ValueError(f"block dim given twice: {', '.join(repeated)}")
+
+
+def with_block_dims(model: mjx.Model, block_dims: tuple[tuple[str, int], ...]) -> mjx.Model:
+    """A MuJoCo Warp `model` whose tiled kernels launch with `block_dims` (`PhysicsConfig.block_dims`);
+    the same model where none are given."""
+    if not block_dims:
+        return model
+    sizes = dataclasses.replace(model._impl.block_dim, **dict(block_dims))
+    return model.tree_replace({"_impl.block_dim": sizes})
+
+
 def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
     """The model on the device; with Warp, MuJoCo Warp's step modules compiled side by side
     (`boxjax.physics.preload`), its gravity-compensation launch left out where no body has any
-    (`boxjax.physics.passive_patch`) and solver-cap warnings masked so they cannot flood stdout."""
+    (`boxjax.physics.passive_patch`), solver-cap warnings masked so they cannot flood stdout, and
+    `config`'s solver loop and launch block sizes set."""
     if config.impl == "warp":
         import warp
 
@@ -150,7 +201,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
         preload_s = preload.preload_step_modules()
         if preload_s:
             print(f"Warp step modules preloaded in {preload_s:.1f} s", flush=True)
-        model = with_solver_loop(quiet(model), config.solver_loop)
+        model = with_block_dims(with_solver_loop(quiet(model), config.solver_loop), config.block_dims)
     return model
 
 
