@@ -678,3 +678,20 @@ def test_metrics_read_from_a_kept_file_or_a_run_folder(tmp_path):
     (tmp_path / "run" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
     assert runs.read_metrics(str(kept)) == rows
     assert runs.read_metrics(str(tmp_path / "run")) == rows[:1]
+
+
+def test_profile_physics_names_the_fastest_block_sizes_only_past_the_noise():
+    from boxjax.bench import profile_physics
+
+    def rows(*timed):
+        return [{"variant": variant, "step_ms": ms} for variant, ms in timed]
+
+    cholesky = "block_dim.update_gradient_cholesky_blocked=64"
+    both = "block_dim.update_gradient_cholesky_blocked=128;block_dim.linesearch_iterative=64"
+    found = rows(("base", 10.0), (cholesky, 9.5), (both, 9.0), ("opt.iterations=2", 5.0))
+    assert profile_physics.best_block_flags(found) == (
+        "--block-dim update_gradient_cholesky_blocked=128 --block-dim linesearch_iterative=64"
+    )  # the solver cap changes the physics: never the best block size, however fast
+    assert profile_physics.best_block_flags(rows(("base", 10.0), (cholesky, 9.85))) == ""  # within 2 %
+    assert profile_physics.best_block_flags(rows((cholesky, 9.0))) == ""  # no base to beat
+    assert profile_physics.mj_overrides("opt.iterations=2;block_dim.ray=64") == ["opt.iterations=2"]

@@ -422,17 +422,19 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           # setting steps like MuJoCo Warp's own (tests/test_physics.py, five control steps)
           log "launch block sizes: physics step per setting"
           timeout 480 python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
-            --out "$OUT/bench/physprof-block-dims.jsonl" --variants base \
+            --out "$OUT/bench/physprof-block-dims.jsonl" --best-out /tmp/best-block-args --variants base \
             "block_dim.update_gradient_cholesky_blocked=64" "block_dim.update_gradient_cholesky_blocked=128" \
             "block_dim.linesearch_iterative=64" "block_dim.update_gradient_JTDAJ_sparse=256" 2>&1 \
             | grep -v "^Module " \
-            | tee "$OUT/logs/block-dims.txt" | grep "^=="
+            | tee "$OUT/logs/block-dims.txt" | grep "^==\|^best"
           timeout 240 python3 -m pytest -q -rs tests/test_physics.py -k block_dims 2>&1 | tail -3 \
             | tee -a "$OUT/logs/session.txt" ;;
       16) # the seed bench with BLOCK_ARGS's launch block sizes (e.g. "--block-dim
-          # update_gradient_cholesky_blocked=64"), 5 timed iterations
-          SEED_REPEATS=5 SEED_ARGS="${BLOCK_ARGS:?give --block-dim KERNEL=THREADS flags}" BLOCK_LIMIT_S=480 \
-            bash "$0" seedbench ;;
+          # update_gradient_cholesky_blocked=64"; unset: step 15's best, if one saved 2 % of the step), 5 timed
+          # iterations
+          args=${BLOCK_ARGS:-$(cat /tmp/best-block-args 2>/dev/null)}
+          if [ -z "$args" ]; then log "no block sizes to bench (none given, none saved 2 % in step 15)"; exit 0; fi
+          SEED_REPEATS=5 SEED_ARGS="$args" BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
       *) log "issue41 takes a step 1-13"; exit 2 ;;

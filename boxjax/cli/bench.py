@@ -26,6 +26,7 @@ TOOLS = {
     "learn_report": "what a run learnt, window by window",
     "trace_report": "where a profiled iteration's GPU time went",
     "solver_iterations": "the constraint solver's iterations per physics step, a policy acting",
+    "profile_physics": "MuJoCo Warp's physics step per model variant (launch block sizes, solver options)",
     "plot_block": "the block iteration's breakdown as an image",
     "plot_runs": "training runs' learning curves overlaid in one image",
     "plot_alike": "the training-alike check: runs against a band of reference runs, by iteration",
