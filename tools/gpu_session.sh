@@ -328,8 +328,8 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
     # them, not TF32); 12 item 4's pair: this tree's default and BASE_COMMIT's, PAIR_MINUTES (15) side by
     # side, through `bgstart`/`bgwait` (two calls); 13 the seed bench after its warm-up fix, the default
     # alone (--hessian-tiles, benched in step 13 on 2026-12-06, was slower and is gone); 15 MuJoCo Warp's
-    # launch block sizes swept on the physics step (and checked to step alike); 16 the seed bench with
-    # BLOCK_ARGS's block sizes; rows via experiments/seed_table.py --from-run
+    # launch block sizes swept on the physics step; 16 the seed bench with step 15's best (or BLOCK_ARGS's);
+    # 17 the GPU test that block sizes step alike; rows via experiments/seed_table.py --from-run
     case $2 in
       1) bash "$0" seedbench
          SEED_REPEATS=3 SEED_ARGS="--factor fused-large" bash "$0" seedbench ;;
@@ -418,23 +418,26 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           # compile first: ~4 min of the limit; a 250 s limit cut it off on 2026-12-06)
           SEED_REPEATS=5 BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
       15) # MuJoCo Warp's launch block sizes (same equations): one physics step of the two-fighter world, 2,048
-          # worlds, per setting (profile_physics: no JAX program to compile), then the GPU check that a
-          # setting steps like MuJoCo Warp's own (tests/test_physics.py, five control steps)
+          # worlds, per setting (profile_physics: no JAX program to compile; on a fresh machine MuJoCo Warp's
+          # modules compile one after another first); the best so far kept in /tmp/best-block-args
           log "launch block sizes: physics step per setting"
-          timeout 480 python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
+          timeout 540 python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
             --out "$OUT/bench/physprof-block-dims.jsonl" --best-out /tmp/best-block-args --variants base \
             "block_dim.update_gradient_cholesky_blocked=64" "block_dim.update_gradient_cholesky_blocked=128" \
             "block_dim.linesearch_iterative=64" "block_dim.update_gradient_JTDAJ_sparse=256" 2>&1 \
             | grep -v "^Module " \
-            | tee "$OUT/logs/block-dims.txt" | grep "^==\|^best"
-          timeout 240 python3 -m pytest -q -rs tests/test_physics.py -k block_dims 2>&1 | tail -3 \
-            | tee -a "$OUT/logs/session.txt" ;;
+            | tee "$OUT/logs/block-dims.txt" | grep "^==\|^best" ;;
       16) # the seed bench with BLOCK_ARGS's launch block sizes (e.g. "--block-dim
           # update_gradient_cholesky_blocked=64"; unset: step 15's best, if one saved 2 % of the step), 5 timed
           # iterations
           args=${BLOCK_ARGS:-$(cat /tmp/best-block-args 2>/dev/null)}
           if [ -z "$args" ]; then log "no block sizes to bench (none given, none saved 2 % in step 15)"; exit 0; fi
           SEED_REPEATS=5 SEED_ARGS="$args" BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
+      17) # the GPU check that a block size steps like MuJoCo Warp's own (tests/test_physics.py: five control
+          # steps of the simple stance world, to the one-call bounds)
+          log "launch block sizes: the GPU equivalence test"
+          timeout 400 python3 -m pytest -q -rs tests/test_physics.py -k block_dims 2>&1 | tail -3 \
+            | tee -a "$OUT/logs/session.txt" ;;
       7) SEED_REPEATS=2 SEED_ARGS="--trace /tmp/seedtrace" bash "$0" seedbench
          mkdir -p "$OUT/traces" && find /tmp/seedtrace -name perfetto_trace.json.gz -exec cp {} "$OUT/traces/seed-world.json.gz" \; ;;
       *) log "issue41 takes a step 1-13"; exit 2 ;;

@@ -54,8 +54,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--best-out",
         default=None,
-        help="file to write the fastest block-size variant's --block-dim flags to (empty if none beats base "
-        f"by {100 * BEST_MIN_GAIN:.0f} %%)",
+        help="file to write the fastest block-size variant's --block-dim flags to, after every variant "
+        f"(empty if none beats base by {100 * BEST_MIN_GAIN:.0f} %%)",
     )
     return p.parse_args(argv)
 
@@ -243,10 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
             with open(args.out, "a") as f:
                 f.write(json.dumps(row) + "\n")
+        if args.best_out:  # after every variant: a sweep cut short still names its best so far
+            flags = best_block_flags(rows)
+            with open(args.best_out, "w") as f:
+                f.write(flags)
     if args.best_out:
-        flags = best_block_flags(rows)
-        with open(args.best_out, "w") as f:
-            f.write(flags)
         print(f"best block sizes: {flags or f'none saves {BEST_MIN_GAIN:.0%} of base'}", flush=True)
     return 0
 
