@@ -135,10 +135,13 @@ def block_dims(values: list[str]) -> tuple[tuple[str, int], ...]:
 def check_warp_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse MuJoCo Warp's `--solver-loop` and `--block-dim` away from `--platform gpu` (they would change
     nothing there)."""
-    if args.solver_loop and args.platform != "gpu":
-        parser.error("--solver-loop applies to --platform gpu only (MuJoCo Warp's constraint solver)")
-    if args.block_dim and args.platform != "gpu":
-        parser.error("--block-dim applies to --platform gpu only (MuJoCo Warp's kernels)")
+    flags = (
+        ("--solver-loop", args.solver_loop, "MuJoCo Warp's constraint solver"),
+        ("--block-dim", args.block_dim, "MuJoCo Warp's kernels"),
+    )
+    for flag, given, what in flags:
+        if given and args.platform != "gpu":
+            parser.error(f"{flag} applies to --platform gpu only ({what})")
 
 
 def warp_options(args: argparse.Namespace) -> dict[str, Any]:

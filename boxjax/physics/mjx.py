@@ -8,6 +8,7 @@ reported, never silent.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import jax
@@ -166,7 +167,7 @@ def check_block_dims(block_dims: tuple[tuple[str, int], ...], impl: str) -> None
                 f"block dim {name}={threads}: threads must be a positive multiple of {WARP_LANES} "
                 f"up to {MAX_BLOCK_THREADS}"
             )
-    repeated = sorted({n for n, _ in block_dims if [m for m, _ in block_dims].count(n) > 1})
+    repeated = sorted(n for n, count in collections.Counter(n for n, _ in block_dims).items() if count > 1)
     if repeated:
         raise ValueError(f"block dim given twice: {', '.join(repeated)}")
 
