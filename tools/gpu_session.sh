@@ -419,9 +419,10 @@ print(json.dumps(teacher.export_teacher(sys.argv[1], sys.argv[2], sys.argv[3])['
           SEED_REPEATS=5 BLOCK_LIMIT_S=480 bash "$0" seedbench ;;
       15) # MuJoCo Warp's launch block sizes (same equations): one physics step of the two-fighter world, 2,048
           # worlds, per setting (profile_physics: no JAX program to compile; on a fresh machine MuJoCo Warp's
-          # modules compile one after another first); the best so far kept in /tmp/best-block-args
+          # modules compile one after another first); the best so far kept in /tmp/best-block-args.
+          # SWEEP_LIMIT_S (default 540) cuts it short on a small budget (the variants run in this order)
           log "launch block sizes: physics step per setting"
-          timeout 540 python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
+          timeout "${SWEEP_LIMIT_S:-540}" python3 experiments/profile_physics.py --body muscular --worlds 2048 --steps 100 \
             --out "$OUT/bench/physprof-block-dims.jsonl" --best-out /tmp/best-block-args --variants base \
             "block_dim.update_gradient_cholesky_blocked=64" "block_dim.update_gradient_cholesky_blocked=128" \
             "block_dim.linesearch_iterative=64" "block_dim.update_gradient_JTDAJ_sparse=256" 2>&1 \
