@@ -694,4 +694,8 @@ def test_profile_physics_names_the_fastest_block_sizes_only_past_the_noise():
     )  # the solver cap changes the physics: never the best block size, however fast
     assert profile_physics.best_block_flags(rows(("base", 10.0), (cholesky, 9.85))) == ""  # within 2 %
     assert profile_physics.best_block_flags(rows((cholesky, 9.0))) == ""  # no base to beat
+    # MuJoCo Warp's own factorisation ("stock") sets no block size: never the best, nor hiding one that is
+    assert profile_physics.best_block_flags(rows(("base", 10.0), ("stock", 8.0), (cholesky, 9.5))) == (
+        "--block-dim update_gradient_cholesky_blocked=64"
+    )
     assert profile_physics.mj_overrides("opt.iterations=2;block_dim.ray=64") == ["opt.iterations=2"]

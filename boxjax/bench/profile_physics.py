@@ -90,15 +90,18 @@ def mj_overrides(variant: str) -> list[str]:
     return [o for o in overrides(variant) if not o.startswith("block_dim.")]
 
 
+def block_sizes_only(variant: str) -> bool:
+    """Whether a variant sets launch block sizes and nothing else ("base" and "stock" set none; "stock" also
+    swaps the factorisation)."""
+    given = overrides(variant)
+    return bool(given) and all(o.startswith("block_dim.") for o in given)
+
+
 def best_block_flags(rows: list[dict]) -> str:
     """The `--block-dim KERNEL=THREADS` flags of the fastest variant made of block sizes alone that saves at
     least `BEST_MIN_GAIN` of the "base" row's step time; "" when none does (or no base row)."""
     base = [r["step_ms"] for r in rows if r["variant"] == "base"]
-    sized = [
-        r
-        for r in rows
-        if r["variant"] != "base" and all(o.startswith("block_dim.") for o in overrides(r["variant"]))
-    ]
+    sized = [r for r in rows if block_sizes_only(r["variant"])]
     if not base or not sized:
         return ""
     best = min(sized, key=lambda r: r["step_ms"])
