@@ -42,6 +42,8 @@ ABLATIONS = ("vision", "scoring", "ik")
 """Parts of the step a benchmark may leave out (`BlockConfig.ablate`): the rays (our fighter sees zeros),
 the 19-path punch score (every punch scores 0), the command's presses and arm fit (the guard pose is the
 target)."""
+PUNCH_SOURCES = ("library", "procedural", "heldout")
+"""Where the opponent's punches come from (`BlockConfig.punch_source`)."""
 OPPONENTS = ("simulated", "puppet")
 """The opponent's kinds (`BlockConfig.opponent`)."""
 NUM_POSES = len(ik.GUARD_POSES)
@@ -90,6 +92,12 @@ class BlockConfig(TaskConfig):
     """Uniform noise on our initial joint angles."""
     punch_library: str = ""
     """Punch library file; empty for the one shipped with the package."""
+    punch_source: str = "library"
+    """Where the opponent's punches come from, one of `PUNCH_SOURCES`: "library", the table of
+    `punch_library` (the classic 36 by default); "procedural", a new punch drawn on the device at every
+    throw from the training distribution (`boxjax.envs.block.procedural`: continuous speed, aim, distance,
+    chamber, combinations and feints); "heldout", the shipped held-out set, drawn from ranges and a seed that
+    training never uses (what `boxjax eval` reports)."""
     punch_gap_s: tuple[float, float] = (0.3, 1.0)
     """Range of the random time the opponent waits in the guard before each punch."""
     vision_delay_s: float = 0.1
@@ -205,7 +213,11 @@ class BlockConfig(TaskConfig):
     w_fall: float = 10.0
     """Penalty on the step that falls."""
 
-    AS_BUILT: ClassVar[dict[str, Any]] = {**TaskConfig.AS_BUILT, "opponent_freeze_idle": False}
+    AS_BUILT: ClassVar[dict[str, Any]] = {
+        **TaskConfig.AS_BUILT,
+        "opponent_freeze_idle": False,
+        "punch_source": "library",
+    }
     """As `TaskConfig.AS_BUILT`: runs from before the option existed (every hinge of his simulated) describe
     themselves as before."""
 
@@ -260,6 +272,10 @@ class BlockConfig(TaskConfig):
         if self.opponent not in OPPONENTS:
             raise ValueError(
                 f"BlockConfig.opponent: unknown {self.opponent!r}; valid: {', '.join(OPPONENTS)}"
+            )
+        if self.punch_source not in PUNCH_SOURCES:
+            raise ValueError(
+                f"BlockConfig.punch_source: unknown {self.punch_source!r}; valid: {', '.join(PUNCH_SOURCES)}"
             )
         if self.opponent_body not in BODIES:
             raise ValueError(

@@ -376,6 +376,13 @@ class BlockEnv:
         events = {k: v * face for k, v in events.items()}
         return PunchJudgement(events=events, gap=best_gap, score=best_score, parried=parried, glove=glove)
 
+    def punch_tags(self, params: BlockParams, state: State) -> dict[str, jax.Array]:
+        """() int32 tags of the world's current punch (after a step: the one whose events that step
+        reported), each an index into `punches.TAGS[name]`: kind, target, speed. Pure and per world."""
+        del params
+        tags = {k: jnp.asarray(v) for k, v in punches.tag_indices(self.library).items()}
+        return {name: table[state.info.punch] for name, table in tags.items()}
+
     def _metrics(self, data, info: BlockInfo, terms: dict, events: dict, seen, shoved, fell, finite) -> dict:
         """The step's metrics: every reward term (`reward/<term>`), the physics backend's figures, the
         punch and task events, the episode kind, and the block, vision, shove, fall and NaN figures."""

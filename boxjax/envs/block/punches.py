@@ -55,6 +55,10 @@ FORMAT_VERSION = 1
 KINDS = ("jab", "cross", "lead_hook", "rear_hook", "lead_uppercut", "rear_uppercut")
 TARGETS = ("head", "body")
 HANDS = ("l", "r")
+SPEEDS = ("fast", "medium", "slow")
+"""Speed labels, fastest first (a procedural punch gets the label of its extension time's band)."""
+TAGS = {"kind": KINDS, "target": TARGETS, "speed": SPEEDS}
+"""What a punch is tagged with for per-punch figures (`BlockEnv.punch_tags`): each tag's names, by index."""
 DEFAULT_PATH = os.path.join(boxjax.DATA_DIR, "punches.npz")
 """The generated library shipped with the package (`experiments/make_punches.py`)."""
 
@@ -111,6 +115,15 @@ class PunchTable:
     position (past a punch's end: the guard)."""
     body_quat: jax.Array | None = None
     """(P, T, B, 4) float32 their orientations (w, x, y, z)."""
+
+
+def tag_indices(lib: PunchLibrary) -> dict[str, np.ndarray]:
+    """(P,) int32 index of each punch's kind, target and speed label in `TAGS` (a speed label outside
+    `SPEEDS` is -1)."""
+    return {
+        name: np.array([names.index(v) if v in names else -1 for v in getattr(lib, name)], np.int32)
+        for name, names in TAGS.items()
+    }
 
 
 def validate(lib: PunchLibrary) -> None:
