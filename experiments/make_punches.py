@@ -14,6 +14,15 @@ body: a body is listed as valid when each punch's glove lands within `LAND_TOLER
 lands on the solving body.
 
     python experiments/make_punches.py            # writes boxjax/data/punches.npz
+
+`--bank` writes the keyframe bank of the procedural punches instead (`boxjax.envs.block.procedural`): for
+each kind and target the impact and chamber keyframes solved on a grid of aims (`AIM_OFFSETS_RAD` about each
+kind's approach) and distances (`DISTANCE_OFFSETS_M` about `--distance`), checked on every body like the
+library. `--heldout` writes the shipped held-out set: `HELDOUT_SEQUENCES` sequences drawn inside the
+held-out windows with `HELDOUT_SEED`.
+
+    python experiments/make_punches.py --bank     # writes boxjax/data/punch-bank.npz
+    python experiments/make_punches.py --heldout  # writes boxjax/data/punches-heldout.npz
 """
 
 from __future__ import annotations
@@ -25,10 +34,18 @@ import mujoco
 import numpy as np
 
 from boxjax import mjcf
-from boxjax.envs.block import punches
+from boxjax.envs.block import procedural, punches
 from boxjax.mjcf import puppet
 
 LAND_TOLERANCE_M = 0.03
+AIM_OFFSETS_RAD = {"azimuth": (-0.3, 0.0, 0.3), "elevation": (-0.25, 0.0, 0.25)}
+"""The bank's aim grid: offsets added to each kind's approach (`Style.approach`) on the target's surface."""
+DISTANCE_OFFSETS_M = (-0.08, 0.0, 0.08)
+"""The bank's distance grid about `--distance`."""
+CHAMBER_SCALES = (1.0, 0.85, 0.7, 0.55)
+"""Shares of the chamber offset a bank entry tries in turn until the IK reaches it."""
+HELDOUT_SEED = 20261207
+HELDOUT_SEQUENCES = 400
 SPEEDS = {"fast": 0.14, "medium": 0.2, "slow": 0.28}
 """Seconds from guard to impact of a straight punch; hooks and uppercuts take `CURVED_SLOWER` as long."""
 CURVED_SLOWER = 1.6
@@ -89,6 +106,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--body", default="simple", help="body the IK is solved on")
     p.add_argument("--distance", type=float, default=0.7, help="centre-of-mass distance of the fighters (m)")
     p.add_argument("--rate", type=float, default=100.0, help="frames per second")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--bank", action="store_true", help="write the procedural punches' keyframe bank")
+    what.add_argument("--heldout", action="store_true", help="write the shipped held-out punch set")
     return p.parse_args()
 
 
@@ -184,12 +204,19 @@ def solve_ik(arena: Arena, start: np.ndarray, hand: str, goal: np.ndarray, postu
     return qpos
 
 
+def posture_of(kind: str) -> dict[str, float]:
+    """The posture the IK leans toward for `kind`: its punching arm's and the spine's style angles."""
+    style = STYLES[kind]
+    posture = dict(zip([f"{j}_{style.hand}" for j in ARM], style.arm, strict=True))
+    posture.update(zip(SPINE, style.spine, strict=True))
+    return posture
+
+
 def keyframes(arena: Arena, kind: str, target: str, extend_s: float) -> list[tuple[float, np.ndarray]]:
     """[(time s, arena qpos)] of one punch: guard, [chamber], impact, hold, guard."""
     style = STYLES[kind]
     hand = style.hand
-    posture = dict(zip([f"{j}_{hand}" for j in ARM], style.arm, strict=True))
-    posture.update(zip(SPINE, style.spine, strict=True))
+    posture = posture_of(kind)
     arena.forward(arena.guard)
     goal, frame = arena.target(target, hand, style.approach), arena.frame()
     impact = solve_ik(arena, arena.guard, hand, goal, posture)
@@ -275,9 +302,88 @@ def _lands(arena: Arena, lib: punches.PunchLibrary, landing: np.ndarray) -> bool
     return bool(err < LAND_TOLERANCE_M)
 
 
+def bank_keys(
+    arena: Arena, kind: str, target: str, aim: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """((J,) impact, (J,) chamber) library joints of one bank entry: `kind` at `target` with its approach
+    turned by `aim` (azimuth, elevation rad); a straight punch's chamber is its impact."""
+    style = STYLES[kind]
+    arena.forward(arena.guard)
+    approach = (style.approach[0] + aim[0], style.approach[1] + aim[1])
+    goal, frame = arena.target(target, style.hand, approach), arena.frame()
+    impact = solve_ik(arena, arena.guard, style.hand, goal, posture_of(kind))
+    if style.chamber is None:
+        return arena.to_joints(impact), arena.to_joints(impact)
+    back, outward, up = style.chamber
+    side = frame[:, 1] if style.hand == "l" else -frame[:, 1]
+    offset = -back * frame[:, 0] + outward * side + up * frame[:, 2]
+    for scale in CHAMBER_SCALES:  # a far aim can put the full chamber point out of reach: swing less
+        try:
+            chamber = solve_ik(arena, arena.guard, style.hand, goal + scale * offset, posture_of(kind))
+            return arena.to_joints(impact), arena.to_joints(chamber)
+        except RuntimeError:
+            continue
+    raise RuntimeError(f"no reachable chamber for {kind} at {target}, aim {aim}")
+
+
+def build_bank(body: str, distance_m: float) -> procedural.HostBank:
+    """Solve every bank entry on `body` and check its landings on every body."""
+    grid = (len(DISTANCE_OFFSETS_M), len(AIM_OFFSETS_RAD["azimuth"]), len(AIM_OFFSETS_RAD["elevation"]))
+    shape = (len(STYLES), len(punches.TARGETS), *grid, len(JOINTS))
+    impact, chamber = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    for d, offset in enumerate(DISTANCE_OFFSETS_M):
+        arena = Arena(body, distance_m + offset)
+        for k, kind in enumerate(STYLES):
+            for g, target in enumerate(punches.TARGETS):
+                for a, az in enumerate(AIM_OFFSETS_RAD["azimuth"]):
+                    for e, el in enumerate(AIM_OFFSETS_RAD["elevation"]):
+                        impact[k, g, d, a, e], chamber[k, g, d, a, e] = bank_keys(
+                            arena, kind, target, (az, el)
+                        )
+    arena = Arena(body, distance_m)
+    arrays = dict(
+        guard=arena.to_joints(arena.guard).astype(np.float32),
+        impact=impact,
+        chamber=chamber,
+        hand=np.array(["lr".index(STYLES[k].hand) for k in STYLES], np.int32),
+        chambered=np.array([STYLES[k].chamber is not None for k in STYLES], np.float32),
+        distance_m=(distance_m + np.array(DISTANCE_OFFSETS_M)).astype(np.float32),
+    )
+    bank = procedural.HostBank(arrays, JOINTS, tuple(STYLES), punches.TARGETS, body, (body,), distance_m)
+    landing = bank_landings(arena, bank)
+    valid = [b for b in mjcf.BODIES if b == body or _bank_lands(Arena(b, distance_m), bank, landing)]
+    return dataclasses.replace(bank, bodies=tuple(valid))
+
+
+def bank_landings(arena: Arena, bank: procedural.HostBank) -> np.ndarray:
+    """(N, 3) where the glove of every bank entry at the centre distance is at impact on `arena`'s body."""
+    impact = bank.arrays["impact"][:, :, len(DISTANCE_OFFSETS_M) // 2]
+    hands = np.broadcast_to(bank.arrays["hand"][:, None, None, None], impact.shape[:-1]).reshape(-1)
+    joints = impact.reshape(-1, impact.shape[-1])
+    return np.array([glove_path(arena, q[None], "lr"[h])[0] for q, h in zip(joints, hands, strict=True)])
+
+
+def _bank_lands(arena: Arena, bank: procedural.HostBank, landing: np.ndarray) -> bool:
+    err = np.linalg.norm(bank_landings(arena, bank) - landing, axis=1).max()
+    print(f"  {arena.body}: worst landing error {err:.3f} m")
+    return bool(err < LAND_TOLERANCE_M)
+
+
 def main() -> None:
-    """Build the library and write it."""
+    """Build the library (or the bank, or the held-out set) and write it."""
     args = parse()
+    if args.bank:
+        out = args.out if args.out != punches.DEFAULT_PATH else procedural.BANK_PATH
+        bank = build_bank(args.body, args.distance)
+        procedural.save_bank(out, bank)
+        print(f"bank {bank.arrays['impact'].shape} valid for {bank.bodies}, written to {out}")
+        return
+    if args.heldout:
+        out = args.out if args.out != punches.DEFAULT_PATH else procedural.HELDOUT_PATH
+        table = procedural.heldout_table(procedural.Distribution(), HELDOUT_SEED, HELDOUT_SEQUENCES)
+        procedural.save_table(out, table, HELDOUT_SEED)
+        print(f"{len(table['kind'])} held-out punches in {len(table['starts'])} sequences, written to {out}")
+        return
     lib = build(args.body, args.distance, args.rate)
     punches.save(args.out, lib)
     print(f"{lib.size} punches, {lib.qpos.shape[1]} frames at {lib.rate_hz:g} Hz, valid for {lib.bodies}")

@@ -717,7 +717,7 @@ def test_an_arrival_is_blocked_missed_or_hit():
     def events_at(frame, score, reached, touched, touch_blocks):
         f32 = jnp.float32
         return block_punch.punch_events(
-            table, 0, jnp.int32(frame), f32(score), f32(reached), f32(touched), e.lag_steps,
+            block_punch.table_punch(table, 0), jnp.int32(frame), f32(score), f32(reached), f32(touched), e.lag_steps,
             e.config.block_max_score, e.config.clean_hit_score, touch_blocks,
         )  # fmt: skip
 

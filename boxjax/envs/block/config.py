@@ -11,7 +11,7 @@ from flax import struct
 from mujoco import mjx
 
 from boxjax.envs.base import TaskConfig
-from boxjax.envs.block import ik, punches
+from boxjax.envs.block import ik, procedural, punches
 from boxjax.envs.walk import teacher as teacher_lib
 from boxjax.mjcf import budget
 from boxjax.mjcf.boxer import BODIES
@@ -316,6 +316,10 @@ class BlockParams:
     """(len(KINDS),) relative weights of the episode kinds."""
     teacher: teacher_lib.Teacher | None = None
     """The walking teacher (`BlockConfig.teacher`), None without one."""
+    bank: procedural.Bank | None = None
+    """Procedural and held-out punches: the keyframe bank (None with the library's table)."""
+    draws: procedural.DrawTable | None = None
+    """Held-out punches: the set's draws (None otherwise)."""
 
 
 @struct.dataclass
@@ -379,6 +383,10 @@ class BlockInfo:
     """() int32 step of the shove (shove episodes)."""
     key: jax.Array
     """PRNG key of this world."""
+    spec: procedural.PunchSpec | None = None
+    """Procedural and held-out punches: the current (or next) punch; `punch` is then its held-out row."""
+    draw: procedural.Draw | None = None
+    """...and the draw it was made from (a sequence's next punch follows from it)."""
 
 
 @struct.dataclass
@@ -393,6 +401,10 @@ class StepDraws:
     """() float32 1.0 where the shove kicked our root this step."""
     key: jax.Array
     """The world's PRNG key for the next step."""
+    spec: procedural.PunchSpec | None = None
+    """Procedural and held-out punches: the punch after the clock advanced."""
+    draw: procedural.Draw | None = None
+    """...and its draw."""
 
 
 def weighted_terms(config: BlockConfig, terms: dict[str, jax.Array]) -> dict[str, jax.Array]:

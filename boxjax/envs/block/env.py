@@ -23,7 +23,7 @@ from mujoco import mjx
 from boxjax import mjcf
 from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State
-from boxjax.envs.block import from_stance, ik, punches, vision
+from boxjax.envs.block import from_stance, ik, procedural, punches, vision
 from boxjax.envs.block import kinds as block_kinds
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.block.config import (
@@ -118,6 +118,7 @@ class BlockEnv:
         self._resolve(arena)
         self.obs_slices = self._layout()
         self.observation_size = self.obs_slices["task"].stop
+        self._resolve_procedural(lib)
         self.teacher = teacher_lib.teacher_for(config.teacher, config.body)
         if self.teacher is not None:
             self.distill_target = self._distill_target
@@ -170,6 +171,40 @@ class BlockEnv:
             self.guard_yaw = float(frames.yaw(jnp.asarray(me.stance_qpos[3:7])))
         """The pelvis yaw of the guard: the hips turn this far from the facing direction."""
 
+    def _resolve_procedural(self, lib: punches.PunchLibrary) -> None:
+        """The bank, clock and joint map of procedural and held-out punches (`BlockConfig.punch_source`);
+        a clear error where the opponent cannot throw them."""
+        cfg = self.config
+        self.procedural = cfg.punch_source != "library"
+        """Whether punches come from the keyframe bank (procedural or held-out) instead of the table."""
+        if not self.procedural:
+            return
+        if not self.simulated or cfg.opponent_freeze_idle:
+            raise ValueError(
+                f"punch_source={cfg.punch_source!r} needs the simulated opponent with every hinge "
+                "(opponent='simulated', opponent_freeze_idle=false)"
+            )
+        self.bank = procedural.load_bank()
+        if cfg.opponent_body not in self.bank.bodies or abs(self.bank.distance_m - lib.distance_m) > 1e-4:
+            raise ValueError(
+                f"{procedural.BANK_PATH}: punch bank made for bodies {list(self.bank.bodies)} at "
+                f"{self.bank.distance_m:g} m, not {cfg.opponent_body!r} at {lib.distance_m:g} m"
+            )
+        names = [
+            self.mj_model.actuator(a).name.removeprefix(self.opponent.prefix)
+            for a in self.opponent.actuator_ids
+        ]
+        missing = [n for n in self.bank.joint_names if n not in names]
+        if missing:
+            raise ValueError(f"punch bank joints {missing} are not actuated joints of the opponent's body")
+        self.bank_cols = np.array([names.index(n) for n in self.bank.joint_names], np.int32)
+        """(J,) the opponent's actuator of each bank joint."""
+        distribution = procedural.Distribution(heldout=cfg.punch_source == "heldout")
+        self.clock = procedural.Clock(distribution, self.gap_steps, cfg.control_dt_s)
+        anchor = np.asarray(self.arena.anchor_pos, np.float32)[:2] - self.scene_ref[:2]
+        self.scene_dir = (anchor / np.linalg.norm(anchor)).astype(np.float32)
+        """(2,) the recorded scene's direction from our pelvis to the opponent (his distance offsets)."""
+
     def _layout(self) -> dict[str, slice]:
         """Where each field sits in the observation (`obs_slices`)."""
         sizes = [
@@ -218,6 +253,8 @@ class BlockEnv:
             ik_model=self.arm_ik.model,
             kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
             teacher=self.teacher,
+            bank=procedural.device_bank(self.bank) if self.procedural else None,
+            draws=procedural.load_table() if self.config.punch_source == "heldout" else None,
         )
 
     def reset(self, params: BlockParams, key: jax.Array) -> State:
@@ -239,14 +276,19 @@ class BlockEnv:
             t.replace(qpos=qpos, qvel=jnp.zeros_like(t.qvel)), params.punches, 0, 0, kind, anchor
         )
         k_first, k_gap = jax.random.split(k_punch)
+        punch = jax.random.randint(k_first, (), 0, params.punches.length.shape[0])
+        frame = -jax.random.randint(k_gap, (), self.gap_steps[0], self.gap_steps[1] + 1)
+        spec = draw = None
+        if self.procedural:
+            spec, draw, punch, frame = self.clock.start(params.bank, params.draws, k_punch)
         zero = jnp.zeros((), jnp.float32)
         seen = params.guard_vision * (kind == FACE)
         info = BlockInfo(
             step=jnp.zeros((), jnp.int32),
             kind=kind,
             pose_ref=pose_ref,
-            punch=jax.random.randint(k_first, (), 0, params.punches.length.shape[0]),
-            frame=-jax.random.randint(k_gap, (), self.gap_steps[0], self.gap_steps[1] + 1),
+            punch=punch,
+            frame=frame,
             prev_action=jnp.zeros((self.action_size,), jnp.float32),
             vision=vision.delay_init(seen, self.delay_steps),
             slot=jnp.zeros((), jnp.int32),
@@ -269,6 +311,8 @@ class BlockEnv:
             opponent_anchor=anchor,
             shove_step=jax.random.randint(k_shove, (), self.shove_steps[0], self.shove_steps[1] + 1),
             key=key,
+            spec=spec,
+            draw=draw,
         )
         obs = self._observe(
             qpos, data.qvel, jnp.zeros((2,), jnp.float32), info, seen, jnp.asarray(self.bag_rest)
@@ -299,11 +343,17 @@ class BlockEnv:
         """
         info, table = state.info, params.punches
         key, k_punch, k_shove = jax.random.split(info.key, 3)
-        punch, frame = block_punch.advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor)
+        spec = draw = None
+        if self.procedural:
+            spec, draw, punch, frame = self.clock.advance(
+                params.bank, params.draws, info.spec, info.draw, info.punch, info.frame, k_punch
+            )
+        else:
+            punch, frame = block_punch.advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
+        data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor, spec)
         data = self._drive(data, action, info)
         data, shoved = self._shove(data, info, k_shove)
-        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key)
+        return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key, spec=spec, draw=draw)
 
     def after_physics(
         self, params: BlockParams, state: State, data, action: jax.Array, draws: StepDraws
@@ -338,11 +388,12 @@ class BlockEnv:
         terms = weighted_terms(cfg, {**terms, **task_terms})
         # he re-aims while he waits in the guard; a punch keeps its aim (no homing glove)
         waiting = finite & (draws.frame < 0)
-        anchor = jnp.where(waiting, self._follow(data, info.opponent_anchor), info.opponent_anchor)
+        offset = draws.spec.distance_offset_m if self.procedural else 0.0
+        anchor = jnp.where(waiting, self._follow(data, info.opponent_anchor, offset), info.opponent_anchor)
         info = info.replace(
             punch=draws.punch, frame=draws.frame, prev_action=action, vision=buffer, slot=slot, key=key,
             punch_glove=judged.glove, parried=judged.parried, punch_gap=judged.gap, punch_score=judged.score,
-            opponent_anchor=anchor,
+            opponent_anchor=anchor, spec=draws.spec, draw=draws.draw,
         )  # fmt: skip
         events = {**judged.events, **task_events}
         metrics = self._metrics(data, info, terms, events, seen, draws.shoved, fell, finite)
@@ -356,10 +407,11 @@ class BlockEnv:
         """The opponent's current punch judged after this step: its closest approach so far and its score
         there (`block_punch.closest_approach`), a touch of our guard on the way, and the step's events
         (`block_punch.punch_events`; face episodes only)."""
-        cfg, punch, frame = self.config, draws.punch, draws.frame
+        cfg, frame = self.config, draws.frame
+        current = self._current_punch(table, draws)
         gloves, blockers = self._punch_capsules(data)
-        hand = table.hand[punch]
-        score, gap = self._score(data, gloves, blockers, hand, table.target[punch])
+        hand = current.hand
+        score, gap = self._score(data, gloves, blockers, hand, current.target)
         best_gap, best_score = block_punch.closest_approach(
             frame, gap, score, info.punch_gap, info.punch_score
         )
@@ -370,16 +422,26 @@ class BlockEnv:
         )
         parried = jnp.where(frame > 0, jnp.maximum(info.parried, contact), 0.0)  # a sweep from frame 1 on
         events = block_punch.punch_events(
-            table, punch, frame, best_score, reached, parried, self.lag_steps, cfg.block_max_score,
+            current, frame, best_score, reached, parried, self.lag_steps, cfg.block_max_score,
             cfg.clean_hit_score, touch_blocks=not self.simulated,
         )  # fmt: skip
         events = {k: v * face for k, v in events.items()}
         return PunchJudgement(events=events, gap=best_gap, score=best_score, parried=parried, glove=glove)
 
+    def _current_punch(self, table: punches.PunchTable, draws: StepDraws) -> block_punch.CurrentPunch:
+        """The punch being thrown after the clock advanced: a table row, or the procedural one."""
+        if not self.procedural:
+            return block_punch.table_punch(table, draws.punch)
+        spec = draws.spec
+        return block_punch.CurrentPunch(spec.length, spec.impact, spec.hand, spec.target, spec.feint)
+
     def punch_tags(self, params: BlockParams, state: State) -> dict[str, jax.Array]:
         """() int32 tags of the world's current punch (after a step: the one whose events that step
         reported), each an index into `punches.TAGS[name]`: kind, target, speed. Pure and per world."""
         del params
+        if self.procedural:
+            spec = state.info.spec
+            return {"kind": spec.kind, "target": spec.target, "speed": spec.speed}
         tags = {k: jnp.asarray(v) for k, v in punches.tag_indices(self.library).items()}
         return {name: table[state.info.punch] for name, table in tags.items()}
 
@@ -522,13 +584,17 @@ class BlockEnv:
         )
 
     # -- step pieces ----------------------------------------------------------------------------------
-    def _follow(self, data, anchor: jax.Array) -> jax.Array:
+    def _follow(self, data, anchor: jax.Array, offset_m=0.0) -> jax.Array:
         """The opponent's anchor (3,) one control step closer to the one that puts the recording's head
-        on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`."""
+        on ours (floor position) turned with our pelvis' heading (`follow_anchor`), from stepped `data`;
+        `offset_m` farther from us (a procedural punch's distance)."""
         cfg, adr = self.config, self.me.qpos_adr
         turn = frames.yaw(data.qpos[adr + 3 : adr + 7]) - self.scene_ref[2]
         head = data.geom_xpos[self.me.head_geom_id, :2]
-        target = jnp.concatenate([head - frames.turn_xy(jnp.asarray(self.scene_head), turn), turn[None]])
+        xy = head - frames.turn_xy(jnp.asarray(self.scene_head), turn)
+        if self.procedural:
+            xy = xy + offset_m * frames.turn_xy(jnp.asarray(self.scene_dir), turn)
+        target = jnp.concatenate([xy, turn[None]])
         return block_punch.follow_anchor(
             anchor,
             target,
@@ -537,13 +603,16 @@ class BlockEnv:
         )
 
     def _pose_opponent(
-        self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array
+        self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array, spec=None
     ) -> mjx.Data:
         """The opponent at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
         recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard. The
-        simulated opponent gets the frame's PD targets and his root anchor; the puppet, its body poses."""
+        simulated opponent gets the frame's PD targets (of the procedural `spec` when given) and his root
+        anchor; the puppet, its body poses."""
         face = kind == FACE
         at = jnp.where(face, jnp.maximum(frame, 0), 0)
+        if spec is not None:
+            return self._drive_opponent(data, self._spec_ctrl(spec, at), face, anchor)
         if self.simulated:
             return self._drive_opponent(data, table.ctrl[punch, at], face, anchor)
         pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
@@ -555,6 +624,14 @@ class BlockEnv:
             ),
             mocap_quat=data.mocap_quat.at[rows].set(jnp.where(face, placed_quat, quat)),
         )
+
+    def _spec_ctrl(self, spec: procedural.PunchSpec, frame) -> jax.Array:
+        """(U,) the opponent's PD targets at control step `frame` of a procedural punch: his guard's with the
+        bank's joints set, clipped to their actuators' ranges."""
+        opp, cols = self.opponent, self.bank_cols
+        joints = procedural.joints_at(spec, frame * self.config.control_dt_s)
+        lo, hi = opp.ctrl_range[cols, 0], opp.ctrl_range[cols, 1]
+        return jnp.asarray(opp.stance_ctrl, jnp.float32).at[cols].set(jnp.clip(joints, lo, hi))
 
     def _drive_opponent(self, data: mjx.Data, ctrl: jax.Array, face, anchor: jax.Array) -> mjx.Data:
         """The simulated opponent's PD targets set to `ctrl` (U,), his root anchor moved with the scene to

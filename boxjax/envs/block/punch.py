@@ -5,6 +5,8 @@ the way. Pure functions of one world; `boxjax.envs.block.env` composes them."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -13,6 +15,26 @@ from boxjax.envs.block import punches, scoring, vision
 
 NO_GAP_M = 1e3
 """The closest approach of a punch not yet thrown (and of every punch with the score ablated)."""
+
+
+class CurrentPunch(NamedTuple):
+    """What judging one world's current punch needs, from a table row or a procedural punch."""
+
+    length: jax.Array
+    """() int32 control steps of the punch."""
+    impact: jax.Array
+    """() int32 control step at which the glove is commanded onto the target."""
+    hand: jax.Array
+    """() int32 0 left glove, 1 right."""
+    target: jax.Array
+    """() int32 index into `punches.TARGETS`."""
+    feint: jax.Array | None = None
+    """() float32 1 for a feint, which is thrown but never arrives; None: no feints."""
+
+
+def table_punch(table: punches.PunchTable, punch) -> CurrentPunch:
+    """Row `punch` of a punch table."""
+    return CurrentPunch(table.length[punch], table.impact[punch], table.hand[punch], table.target[punch])
 
 
 def advance_punch(table: punches.PunchTable, punch, frame, key, gap_steps: tuple[int, int]):
@@ -88,8 +110,7 @@ def closest_approach(frame, gap, score, best_gap, best_score) -> tuple[jax.Array
 
 
 def punch_events(
-    table: punches.PunchTable,
-    punch,
+    current: CurrentPunch,
     frame,
     score,
     reached,
@@ -99,17 +120,20 @@ def punch_events(
     clean_hit_score: float,
     touch_blocks: bool,
 ) -> dict[str, jax.Array]:
-    """() float32 flags of this step: thrown, arrived (`lag_steps` after the impact frame), and of an
-    arrival exactly one of blocked, missed or hit (clean at `clean_hit_score` or more); of the blocks those
-    whose glove `touched` our guard on its way (parried); the score of a hit.
+    """() float32 flags of this step for the `current` punch at `frame`: thrown, arrived (`lag_steps` after
+    the impact frame; a feint never arrives), and of an arrival exactly one of blocked, missed or hit (clean
+    at `clean_hit_score` or more); of the blocks those whose glove `touched` our guard on its way (parried);
+    the score of a hit.
 
     `score` is the 19-path score at the punch's closest approach, `reached` whether that came within
     reach. A reached punch scoring above `block_max_score` is a hit; any other punch that touched the
     guard or reached is blocked, the rest missed. With `touch_blocks` (the puppet, whose glove passes
     through a guard) a touch blocks the punch whatever its score.
     """
-    arrival = jnp.minimum(table.impact[punch] + lag_steps, table.length[punch] - 1)
+    arrival = jnp.minimum(current.impact + lag_steps, current.length - 1)
     arrived = (frame == arrival).astype(jnp.float32)
+    if current.feint is not None:
+        arrived = arrived * (1.0 - current.feint)
     through = reached * (score > block_max_score)
     if touch_blocks:
         through = through * (1.0 - touched)
