@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Blockers trained for defence on one GPU machine: runs from the shipped muscular blocker in the seed's world
+# (muscular against the simulated opponent, the shipped walking teacher), side by side on the card, in the
+# background; each new checkpoint exported as a policy file for `boxjax eval RUN --checkpoints`-style curves.
+#
+#   tools/defence.sh OUTDIR start NAME MINUTES [train args]   start a training run (setsid: it outlives the shell)
+#   tools/defence.sh OUTDIR wait SECONDS NAME...               until the runs end or SECONDS pass, exporting
+#                                                              every new checkpoint; then each run's last lines
+#   tools/defence.sh OUTDIR collect NAME...                    OUTDIR/NAME.tgz: metrics, summary, log, policies
+#
+# Needs mujoco, mujoco-mjx, mujoco-warp and warp-lang importable (PYTHONPATH) and a CUDA JAX. Compiled code is
+# cached in $BOXJAX_CACHE (default /tmp/bxcache) for every phase; MEM_FRACTION (default 0.45) is each run's share
+# of the GPU's memory, CHECKPOINT_EVERY (default 250) its checkpoint interval in iterations.
+set -u
+out=$1; phase=$2; shift 2
+work=/tmp/defence
+mkdir -p "$out" "$work"
+export PYTHONUNBUFFERED=1 BOXJAX_CACHE=${BOXJAX_CACHE:-/tmp/bxcache}
+export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
+
+export_new() {  # export_new NAME: the run's newest checkpoint as $work/NAME/policies/NAME-STEP.msgpack, once
+  local step
+  step=$(python3 -c "from boxjax.models import checkpoint as c; print(c.latest_step('runs/$1/checkpoints'))" 2>/dev/null) || return 0
+  mkdir -p "$work/$1/policies"
+  [ -e "$work/$1/policies/$1-$step.msgpack" ] && return 0
+  python3 -m boxjax export "runs/$1" "$work/$1/policies/$1-$step.msgpack" > /dev/null 2>&1 || rm -f "$work/$1/policies/$1-$step.msgpack"
+}
+
+case $phase in
+  start)
+    name=$1; minutes=$2; shift 2
+    mkdir -p "$work/$name"
+    XLA_PYTHON_CLIENT_MEM_FRACTION=${MEM_FRACTION:-0.45} setsid nohup python3 -m boxjax train --task block \
+      --platform gpu --body muscular --teacher auto --init boxjax/data/blockers/block-muscular.msgpack \
+      --minutes "$minutes" --iterations 100000 --checkpoint-every "${CHECKPOINT_EVERY:-250}" --name "$name" "$@" \
+      > "$work/$name/log.txt" 2>&1 &
+    echo $! > "$work/$name/pid"
+    echo "$(date -u +%FT%TZ) started $name: $minutes min $*"
+    ;;
+  wait)
+    end=$((SECONDS + $1)); shift
+    while [ $SECONDS -lt $end ]; do
+      alive=0
+      for n in "$@"; do
+        export_new "$n"
+        kill -0 "$(cat "$work/$n/pid")" 2>/dev/null && alive=1
+      done
+      [ $alive = 0 ] && break
+      sleep 15
+    done
+    for n in "$@"; do echo "== $n"; grep -v "^Module " "$work/$n/log.txt" | tail -n 3 | cut -c1-400; done
+    ;;
+  collect)
+    for n in "$@"; do
+      export_new "$n"
+      cp "runs/$n/metrics.jsonl" "runs/$n/summary.json" "$work/$n/" 2>/dev/null
+      tar czf "$out/$n.tgz" -C "$work" "$n"
+      ls -la "$out/$n.tgz"
+    done
+    ;;
+  *) echo "usage: tools/defence.sh OUTDIR start|wait|collect ..."; exit 2 ;;
+esac
