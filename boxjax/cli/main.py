@@ -3,11 +3,12 @@
     boxjax train --task stance|block|walk [--platform cpu|gpu] [--body simple|muscular|muscular-fast] ...
     boxjax watch [RUN_OR_CHECKPOINT | --body BODY] [--kind face] [--out fighter.mp4]
     boxjax export RUN_OR_CHECKPOINT OUT.msgpack
+    boxjax eval [SOURCE | --body BODY] [--punches heldout,classic] [--checkpoints]
     boxjax bench [TOOL ...]
     boxjax demo
 
 `boxjax COMMAND --help` (and `boxjax train --task TASK --help`) tells each command's flags. Runs write to
-runs/NAME/ under the current folder; benchmark rows to results/bench/.
+runs/NAME/ under the current folder; benchmark rows to results/bench/, evaluation rows to results/eval/.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ TASKS = ("stance", "block", "walk")
 COMMANDS = {
     "watch": ("boxjax.cli.watch", "render a trained fighter to a video"),
     "export": ("boxjax.cli.export", "write a checkpoint's policy as one small file"),
+    "eval": ("boxjax.cli.eval", "measure a block policy's defence: blocked, missed, hit, with intervals"),
     "bench": ("boxjax.cli.bench", "run the benchmarks, or one measurement tool"),
     "demo": ("boxjax.cli.demo", "the main job, small: blocking training on the CPU, curves, a video"),
 }

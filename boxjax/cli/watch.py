@@ -20,13 +20,13 @@ imageio-ffmpeg for MP4).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 
-import boxjax
-from boxjax.cli import common
+from boxjax.cli import common, policies
+from boxjax.cli.policies import SHIPPED_DIR as SHIPPED_DIR  # where `--body` finds the shipped blockers
+from boxjax.cli.policies import checkpoint_dir, forced_kind, load, shipped_blocker
 
 BLOCK_ONLY = ("kind", "rays", "targets", "labels")
 """Options that only the block task has a meaning for."""
@@ -67,10 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = platform.select_gl()  # before anything imports mujoco, and before JAX's threads (it forks)
     platform.configure("cpu", args.cache)
-    from boxjax.models import checkpoint
-
     source = checkpoint_dir(args.source) if args.source else shipped_blocker(args.body)
-    meta = checkpoint.read_policy_meta(source) if os.path.isfile(source) else checkpoint.read_meta(source)
+    meta = policies.read_meta(source)
     check_options(args, meta.get("env"))
     import jax
 
@@ -112,31 +110,6 @@ def image_size(text: str) -> tuple[int, int]:
     return int(w), int(h)
 
 
-SHIPPED_DIR = os.path.join(boxjax.DATA_DIR, "blockers")
-"""Where the package's trained blockers are: block-BODY.msgpack policy files."""
-
-
-def shipped_blocker(body: str | None) -> str:
-    """The package's trained blocker of `body` (a policy file); a clear error without a body or one."""
-    files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
-    have = sorted(f[len("block-") : -len(".msgpack")] for f in files if f.endswith(".msgpack"))
-    if body is None:
-        shipped = ", ".join(have) or "none shipped"
-        raise ValueError(
-            f"give a run, checkpoint or policy file, or --body for a shipped blocker ({shipped})"
-        )
-    path = os.path.join(SHIPPED_DIR, f"block-{body}.msgpack")
-    if not os.path.isfile(path):
-        raise ValueError(f"no trained blocker ships for body {body!r}; shipped: {', '.join(have) or 'none'}")
-    return path
-
-
-def checkpoint_dir(path: str) -> str:
-    """The checkpoint directory of a run folder (its checkpoints/), or `path` itself."""
-    inner = os.path.join(path, "checkpoints")
-    return inner if os.path.isdir(inner) else path
-
-
 def check_options(args, task: str | None) -> None:
     """Refuse the block task's options for another task's checkpoint, an unknown kind, a count below 1."""
     from boxjax.envs.block.config import KINDS
@@ -148,48 +121,6 @@ def check_options(args, task: str | None) -> None:
         raise ValueError(f"--kind {args.kind!r}: valid kinds are {', '.join(KINDS)}")
     if args.episodes < 1 or (args.steps is not None and args.steps < 1):
         raise ValueError("--episodes and --steps take counts of 1 or more")
-
-
-def task_options(meta: dict) -> dict:
-    """The task config fields of a checkpoint's meta, lists back to tuples; the block task's walking teacher
-    left out: it only pulls the training's leg actions, and its file may not be on this machine."""
-    options = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
-    if meta["env"] == "block":
-        options["teacher"] = ""
-    return options
-
-
-def load(source: str, meta: dict, worlds: int, impl: str = "jax"):
-    """(env, PPOConfig, Policy) of the newest checkpoint in `source`, or of a policy file: the environment its
-    meta describes, `worlds` worlds on MJX's `impl` physics (JAX's by default), and the checkpoint's network
-    and observation statistics."""
-    import jax
-
-    from boxjax import envs
-    from boxjax.models import checkpoint
-    from boxjax.rl import ppo
-    from boxjax.rl.train_step import init_train_state
-
-    if "config" not in meta or meta["env"] not in envs.TASKS:
-        raise ValueError(f"{source}: a checkpoint of {meta.get('env')!r}, not of a task with a body to draw")
-    env = envs.make(meta["env"], impl=impl, num_worlds=worlds, **task_options(meta))
-    config = ppo.PPOConfig.from_dict(meta["ppo"])
-    checkpoint.check_init(meta, ppo.run_meta(env, config))
-    template = init_train_state(env, config, jax.random.PRNGKey(0))
-    if os.path.isfile(source):
-        model = checkpoint.load_policy(source, template)
-    else:
-        model = checkpoint.restore_model(source, template)
-    return env, config, ppo.Policy(params=model["params"], normalizer=model["normalizer"])
-
-
-def forced_kind(params, kind: str):
-    """Block params whose every episode is of `kind`, one of `KINDS` (its weight 1, the others 0)."""
-    import jax.numpy as jnp
-
-    from boxjax.envs.block.config import KINDS
-
-    return params.replace(kind_weights=jnp.asarray([k == kind for k in KINDS], jnp.float32))
 
 
 def render(env, records: dict, frames: np.ndarray, view, marks) -> np.ndarray:

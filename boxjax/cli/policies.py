@@ -1,0 +1,115 @@
+"""Finding and loading a trained policy, shared by `boxjax watch`, `boxjax export` and `boxjax eval`: a run
+folder, a checkpoint directory, a policy file (`boxjax export`) or a shipped blocker; the task config its
+meta describes; the network and observation statistics of its newest (or a given) checkpoint."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boxjax
+
+SHIPPED_DIR = os.path.join(boxjax.DATA_DIR, "blockers")
+"""Where the package's trained blockers are: block-BODY.msgpack policy files."""
+
+
+def shipped_blocker(body: str | None) -> str:
+    """The package's trained blocker of `body` (a policy file); a clear error without a body or one."""
+    files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
+    have = sorted(f[len("block-") : -len(".msgpack")] for f in files if f.endswith(".msgpack"))
+    if body is None:
+        shipped = ", ".join(have) or "none shipped"
+        raise ValueError(
+            f"give a run, checkpoint or policy file, or --body for a shipped blocker ({shipped})"
+        )
+    path = os.path.join(SHIPPED_DIR, f"block-{body}.msgpack")
+    if not os.path.isfile(path):
+        raise ValueError(f"no trained blocker ships for body {body!r}; shipped: {', '.join(have) or 'none'}")
+    return path
+
+
+def checkpoint_dir(path: str) -> str:
+    """The checkpoint directory of a run folder (its checkpoints/), or `path` itself."""
+    inner = os.path.join(path, "checkpoints")
+    return inner if os.path.isdir(inner) else path
+
+
+def checkpoint_steps(directory: str) -> list[int]:
+    """The complete checkpoint steps in `directory`, oldest first; a clear error where there are none."""
+    import orbax.checkpoint as ocp
+
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"no checkpoint directory at {directory!r}")
+    options = ocp.CheckpointManagerOptions(read_only=True)
+    with ocp.CheckpointManager(os.path.abspath(directory), options=options) as manager:
+        steps = sorted(manager.all_steps())
+    if not steps:
+        raise FileNotFoundError(f"no complete checkpoint in {directory!r}")
+    return steps
+
+
+def read_meta(source: str, step: int | None = None) -> dict:
+    """The meta of a policy file, or of a checkpoint directory's newest (or `step`) checkpoint."""
+    from boxjax.models import checkpoint
+
+    if os.path.isfile(source):
+        return checkpoint.read_policy_meta(source)
+    return checkpoint.read_meta(source, step)
+
+
+def task_options(meta: dict) -> dict:
+    """The task config fields of a checkpoint's meta, lists back to tuples; the block task's walking teacher
+    left out: it only pulls the training's leg actions, and its file may not be on this machine."""
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
+    if meta["env"] == "block":
+        options["teacher"] = ""
+    return options
+
+
+def check_task(source: str, meta: dict) -> None:
+    """Refuse a checkpoint whose meta names no task with a body (a toy's, or one without a config)."""
+    from boxjax import envs
+
+    if "config" not in meta or meta["env"] not in envs.TASKS:
+        raise ValueError(f"{source}: a checkpoint of {meta.get('env')!r}, not of a task with a body to draw")
+
+
+def restore(source: str, meta: dict, env: Any, step: int | None = None):
+    """(PPOConfig, Policy) of a policy file or of a checkpoint directory's newest (or `step`) checkpoint,
+    for `env` (any object with the task's observation and action sizes and `describe`: a task env or a
+    `boxjax.envs.cpu.CpuEnv`'s task); a network or body other than `env`'s is refused, naming it."""
+    import jax
+
+    from boxjax.models import checkpoint
+    from boxjax.rl import ppo
+    from boxjax.rl.train_step import init_train_state
+
+    config = ppo.PPOConfig.from_dict(meta["ppo"])
+    checkpoint.check_init(meta, ppo.run_meta(env, config))
+    template = init_train_state(env, config, jax.random.PRNGKey(0))
+    if os.path.isfile(source):
+        model = checkpoint.load_policy(source, template)
+    else:
+        model = checkpoint.restore_model(source, template, step)
+    return config, ppo.Policy(params=model["params"], normalizer=model["normalizer"])
+
+
+def load(source: str, meta: dict, worlds: int, impl: str = "jax", step: int | None = None):
+    """(env, PPOConfig, Policy) of the newest (or `step`) checkpoint in `source`, or of a policy file: the
+    environment its meta describes, `worlds` worlds on MJX's `impl` physics (JAX's by default), and the
+    checkpoint's network and observation statistics."""
+    from boxjax import envs
+
+    check_task(source, meta)
+    env = envs.make(meta["env"], impl=impl, num_worlds=worlds, **task_options(meta))
+    config, policy = restore(source, meta, env, step)
+    return env, config, policy
+
+
+def forced_kind(params, kind: str):
+    """Block params whose every episode is of `kind`, one of `KINDS` (its weight 1, the others 0)."""
+    import jax.numpy as jnp
+
+    from boxjax.envs.block.config import KINDS
+
+    return params.replace(kind_weights=jnp.asarray([k == kind for k in KINDS], jnp.float32))
