@@ -10,7 +10,9 @@
 #
 # Needs mujoco, mujoco-mjx, mujoco-warp and warp-lang importable (PYTHONPATH) and a CUDA JAX. Compiled code is
 # cached in $BOXJAX_CACHE (default /tmp/bxcache) for every phase; MEM_FRACTION (default 0.45) is each run's share
-# of the GPU's memory, CHECKPOINT_EVERY (default 250) its checkpoint interval in iterations.
+# of the GPU's memory, CHECKPOINT_EVERY (default 250) its checkpoint interval in iterations. PLATFORM=cpu starts
+# the run on the CPU path instead (MuJoCo C on this machine's cores: COLLECTORS, default 10, decoupled collectors
+# of 128 worlds x 16 steps and one learner, 4 epochs of 2,048), the same start and task.
 set -u
 out=$1; phase=$2; shift 2
 work=/tmp/defence
@@ -30,8 +32,11 @@ case $phase in
   start)
     name=$1; minutes=$2; shift 2
     mkdir -p "$work/$name"
+    shape=(--platform gpu)
+    [ "${PLATFORM:-gpu}" = cpu ] && shape=(--platform cpu --mode decoupled --collectors "${COLLECTORS:-10}" \
+      --worlds 128 --learners 1 --unroll 16 --epochs 4 --minibatch 2048)
     XLA_PYTHON_CLIENT_MEM_FRACTION=${MEM_FRACTION:-0.45} setsid nohup python3 -m boxjax train --task block \
-      --platform gpu --body muscular --teacher auto --init boxjax/data/blockers/block-muscular.msgpack \
+      "${shape[@]}" --body muscular --teacher auto --init boxjax/data/blockers/block-muscular.msgpack \
       --minutes "$minutes" --iterations 100000 --checkpoint-every "${CHECKPOINT_EVERY:-250}" --name "$name" "$@" \
       > "$work/$name/log.txt" 2>&1 &
     echo $! > "$work/$name/pid"
