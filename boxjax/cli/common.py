@@ -57,6 +57,14 @@ def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--name", default=None, help="run name (folder under runs/)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train K independent seeds in one program (the fused path, one device): seed 0 from --seed's "
+        "key, seed s from jax.random.fold_in(that key, s); figures per seed as seed<s>/NAME; default 1",
+    )
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--stop-on-overflow", action="store_true", help="stop the run when any world overflows")
     p.add_argument(
@@ -259,6 +267,7 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "minibatch": "minibatch_size",
         "epochs": "num_epochs",
         "devices": "num_devices",
+        "seeds": "num_seeds",
     }
     short = {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
     return {**short, **field_values(args.ppo, PPOConfig())}

@@ -19,6 +19,7 @@ _LATER_FIELDS = {
     "network_init": "orthogonal",
     "obs_normalizer": "boxjax",
     "batch_layout": "transitions",
+    "num_seeds": 1,
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
@@ -111,6 +112,10 @@ class PPOConfig:
     whose advantages are computed in the loss with the current value network at every gradient step
     (`losses.brax_gae`: truncated steps masked, the policy-gradient advantage r + gamma (lambda-return of
     s') - V(s)); one device, no distillation."""
+    num_seeds: int = 1
+    """Independent seeds trained side by side in one compiled program (`boxjax.rl.seeds`), each with its own
+    networks, optimiser, normaliser, worlds and keys; seed 0 is the plain run of the key. One device, the
+    fused path."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -134,6 +139,7 @@ class PPOConfig:
         "distill_coef": NON_NEGATIVE,
         "reset_every": COUNT,
         "gae_window": Range(0, integer=True),
+        "num_seeds": COUNT,
     }
     """Valid range of each numeric field (`boxjax.ranges`)."""
 
@@ -175,6 +181,11 @@ class PPOConfig:
             )
         if self.num_devices > 1:
             self.check_devices(self.num_devices)
+        if self.num_seeds > 1 and self.num_devices != 1:
+            raise ValueError(
+                f"PPOConfig.num_seeds ({self.num_seeds}) > 1 runs on one device (num_devices "
+                f"{self.num_devices}): the seed axis is not split over devices"
+            )
 
     def _check_unrolls(self) -> None:
         """Refuse what the "unrolls" batch layout cannot take, naming it."""

@@ -45,7 +45,8 @@ class RunOptions:
     """Called with (iterations done, the current policy) every `policy_every` iterations and after the last
     one (not after a run stopped by a signal), after that iteration's checkpoint: an evaluation during
     training, say. Its time counts in `time_s`, not in `s_per_iteration`. The fused path only
-    (`boxjax.rl.ppo.train`); the CPU workers keep their policy in the learner processes."""
+    (`boxjax.rl.ppo.train`; seed 0's policy when it trains several, `boxjax.rl.seeds`); the CPU workers
+    keep their policy in the learner processes."""
     policy_every: int = 1
     """Iterations between `policy_fn` calls."""
     checkpoint_dir: str | None = None

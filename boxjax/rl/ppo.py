@@ -3,7 +3,8 @@
 `train` drives the jitted iteration with the host loop every path shares (`boxjax.rl.loop`): the one
 host/device boundary, which launches the iteration, blocks on its figures once per iteration, times it,
 logs, checkpoints and reports progress. Nothing inside the iteration does I/O. `PPOConfig.num_devices`
-splits the worlds over several devices (`boxjax.rl.sharding`); the loop is the same.
+splits the worlds over several devices (`boxjax.rl.sharding`), `PPOConfig.num_seeds` trains several seeds
+in one program (`boxjax.rl.seeds`); the loop is the same.
 
     from boxjax import envs
     from boxjax.rl import ppo
@@ -31,7 +32,7 @@ from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic, Normalizer
-from boxjax.rl import guard, loop, sharding
+from boxjax.rl import guard, loop, seeds, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.loop import PhysicsOverflowError, RunOptions
 from boxjax.rl.rollout import RolloutState, init_rollout
@@ -49,6 +50,7 @@ __all__ = [
     "TrainResult",
     "evaluate",
     "make_policy",
+    "policy_of",
     "run_meta",
     "train",
 ]
@@ -224,15 +226,18 @@ def _initial_state(
     init: str | None,
     dp: sharding.DataParallel | None,
 ) -> tuple[TrainState, RolloutState]:
-    """Fresh, resumed or seeded states; on one device (`dp` None) or placed on `dp`'s mesh."""
+    """Fresh, resumed or seeded states; on one device (`dp` None) or placed on `dp`'s mesh; with a leading
+    seed axis for `config.num_seeds` > 1 (`seeds.fresh_states`)."""
     train_key, env_key = jax.random.split(key)
-    train_state = init_train_state(env, config, train_key)
-    if dp is None:
-        rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs, config.reset_every)
-        template = rollout_state
+    if config.num_seeds > 1:  # one device (`PPOConfig` refuses more)
+        train_state, rollout_state = seeds.fresh_states(env, config, env_params, key)
     else:
-        rollout_state = dp.init_rollout(env_key)
-        template = dp.host_template(env_key)
+        train_state = init_train_state(env, config, train_key)
+        if dp is None:
+            rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs, config.reset_every)
+        else:
+            rollout_state = dp.init_rollout(env_key)
+    template = rollout_state if dp is None else dp.host_template(env_key)
     meta = run_meta(env, config)
     if resume:
         checkpoint.check_resume(checkpoint.read_meta(resume), meta)
@@ -242,7 +247,8 @@ def _initial_state(
         world = sharding.world_leaves(env, env_params, config.reset_every)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:  # its model only (a policy file's without an optimiser state)
-        train_state = train_state.replace(**checkpoint.init_model(init, train_state, meta))
+        take = seeds.init_model if config.num_seeds > 1 else checkpoint.init_model
+        train_state = train_state.replace(**take(init, train_state, meta))
     if dp is not None:
         train_state = dp.replicate(train_state)
     return train_state, rollout_state
@@ -289,14 +295,21 @@ def train(
     SIGINT or SIGTERM stops the run after the iteration in flight, checkpointed (`TrainResult.stopped_by`).
 
     Returns:
-      the final policy and the list of per-iteration figures.
+      the final policy (seed 0's with `config.num_seeds` > 1: `policy_of` takes another's from
+      `train_run`'s states) and the list of per-iteration figures (`boxjax.rl.seeds.host_figures`: each
+      seed's under `seed<s>/`).
     """
     result, history = train_run(env, config, key, options, env_params=env_params, **fields)
     return policy_of(result.train_state), history
 
 
-def policy_of(train_state: TrainState) -> Policy:
-    """The policy a train state holds (on the first device when sharded)."""
+def policy_of(train_state: TrainState, seed: int = 0) -> Policy:
+    """The policy a train state holds (on the first device when sharded); seed `seed`'s when it holds
+    several (`PPOConfig.num_seeds` > 1)."""
+    if seeds.has_seed_axis(train_state):
+        train_state = seeds.take(train_state, seed)
+    elif seed:
+        raise ValueError(f"policy_of: seed {seed} of a train state of one seed")
     policy = Policy(params=train_state.params, normalizer=train_state.normalizer)
     if len(train_state.iteration.sharding.device_set) > 1:
         policy = sharding.DataParallel.first_device(policy)
@@ -327,18 +340,20 @@ def train_run(
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:
         states = own_buffers(_initial_state(env, config, env_params, key, options.resume, options.init, None))
-        iteration_fn = make_train_iteration(env, config)
+        make = seeds.make_iteration if config.num_seeds > 1 else make_train_iteration
+        iteration_fn = make(env, config)
     else:
         states = _initial_state(env, config, env_params, key, options.resume, options.init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
-    run = _FusedRun(env, iteration_fn, env_params, config.batch_size, *jax.block_until_ready(states))
+    states = jax.block_until_ready(states)
+    run = _FusedRun(env, iteration_fn, env_params, config.batch_size, *states, num_seeds=config.num_seeds)
     stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
     meta = run_meta(env, config)
 
     def save(step: int) -> bool:
         return _save(options.checkpoint_dir, step, run.train_state, run.rollout_state, meta, dp)
 
-    first = int(run.train_state.iteration)
+    first = seeds.iterations_done(run.train_state)
     sizes = (config.num_epochs * config.num_minibatches, config.batch_size)
     outcome = loop.drive(run.next_iteration, save, options, first, sizes, stamps, run.policy)
     result = TrainResult(run.train_state, run.rollout_state, outcome.solved_at_s, outcome.stopped_by)
@@ -356,6 +371,9 @@ class _FusedRun:
     batch_size: int
     train_state: TrainState
     rollout_state: RolloutState
+    num_seeds: int = 1
+    """Seeds the states hold (`boxjax.rl.seeds`): their figures come per seed and across the seeds, and
+    `steps_per_s` counts every seed's world-steps (`env_steps` one seed's)."""
 
     def policy(self) -> Policy:
         """A copy of the current policy (`policy_of` the train state): the next iteration donates the
@@ -369,14 +387,14 @@ class _FusedRun:
         self.train_state, self.rollout_state, metrics = self.iteration_fn(
             self.train_state, self.rollout_state, self.env_params
         )
-        figures = _to_host(metrics)
+        figures = _to_host(metrics) if self.num_seeds == 1 else seeds.host_figures(metrics)
         now = time.perf_counter()
         figures.update(env_base.host_figures(self.env, engine_before))
-        done = int(self.train_state.iteration)
+        done = seeds.iterations_done(self.train_state)
         figures.update(
             iteration=float(done),
             s_per_iteration=now - tick,
-            steps_per_s=self.batch_size / (now - tick),
+            steps_per_s=self.num_seeds * self.batch_size / (now - tick),
             env_steps=float(done * self.batch_size),
         )
         return done, figures

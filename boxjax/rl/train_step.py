@@ -88,7 +88,14 @@ def adapt_learning_rate(config: PPOConfig, opt_state: Any, approx_kl: jax.Array)
 
 
 def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainState:
-    """Fresh parameters, optimiser, normaliser and curriculum."""
+    """Fresh parameters, optimiser, normaliser and curriculum of one seed (several seeds' stacked states are
+    `boxjax.rl.seeds.fresh_states`; a path that trains one seed refuses `num_seeds` > 1 here)."""
+    if config.num_seeds > 1:
+        raise ValueError(
+            f"PPOConfig.num_seeds {config.num_seeds}: only the fused path on one device "
+            "(boxjax.rl.ppo.train) trains several seeds; the CPU workers, model conversion and one-seed "
+            "tools take num_seeds 1"
+        )
     net = make_network(env, config)
     init_key, key = jax.random.split(key)
     params = net.init(init_key, jnp.zeros((1, env.observation_size), jnp.float32))
