@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from flax import struct
 
+from boxjax.bench.defence import report, rollout, tally
 from boxjax.cli import common, policies
 from boxjax.cli import eval as eval_cli
-from boxjax.defence import report, rollout, tally
 from boxjax.envs.base import State
 from boxjax.envs.block.config import BlockConfig
 from boxjax.envs.block.punches import TAGS

@@ -189,7 +189,7 @@ def built_sets(args: argparse.Namespace, meta: dict, default: str) -> list[tuple
 
 def runner(args: argparse.Namespace, subj: Subject, env, step: int | None, label: str):
     """run(kind, steps) -> Tally: `subj`'s policy (or baseline) in `env` on the platform."""
-    from boxjax.defence import rollout
+    from boxjax.bench.defence import rollout
 
     ppo_config, policy = (
         (None, None) if subj.baseline else policies.restore(subj.source, subj.meta, env, step)
@@ -247,7 +247,7 @@ def output_paths(args: argparse.Namespace, head: dict, subj: Subject) -> tuple[s
 
 def defence(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
     """Measure `subj` on every punch set (and the other kinds), print, write rows and the chart."""
-    from boxjax.defence import report, tally
+    from boxjax.bench.defence import report, tally
 
     head = row_head(args, subj, argv, "defence")
     sets, panels, out = built_sets(args, subj.meta, DEFAULT_PUNCHES), [], []
@@ -301,7 +301,7 @@ def training_minutes(directory: str) -> dict[int, float]:
 def skill_curve(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
     """Measure every checkpoint of a run on the punch sets (held-out by default), write a row each, draw
     the hit share against iterations and training minutes."""
-    from boxjax.defence import report, tally
+    from boxjax.bench.defence import report, tally
 
     head = row_head(args, subj, argv, "skill")
     sets, curves, out = built_sets(args, subj.meta, "heldout"), {}, []

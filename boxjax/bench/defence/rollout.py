@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from boxjax.bench.defence import tally as tally_lib
 from boxjax.cli.policies import forced_kind
-from boxjax.defence import tally as tally_lib
 from boxjax.envs import wrappers
 from boxjax.envs.base import NONFINITE_METRIC
 from boxjax.envs.cpu import CpuEnv

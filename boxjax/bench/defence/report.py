@@ -10,7 +10,7 @@ from itertools import product
 
 import numpy as np
 
-from boxjax.defence.tally import HISTOGRAM_BINS, Defence, KindFigures, Share
+from boxjax.bench.defence.tally import HISTOGRAM_BINS, Defence, KindFigures, Share
 from boxjax.envs.block.punches import KINDS, TARGETS
 
 SHARES = ("blocked", "parried", "blocked_low_score", "missed", "hit", "clean")
