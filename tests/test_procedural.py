@@ -2,15 +2,12 @@
 keyframes, the bank's blend against the inverse kinematics it stands for, sequences and feints on the punch
 clock, the shipped held-out set, and a block world throwing them on the CPU path (MuJoCo C)."""
 
-import importlib.util
-import os
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from boxjax.envs.block import authoring as mp
 from boxjax.envs.block import procedural, punches
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.block.env import BlockConfig, BlockEnv
@@ -80,19 +77,9 @@ def test_a_punch_runs_guard_chamber_impact_guard(bank):
     )
 
 
-def _make_punches():
-    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "make_punches.py")
-    spec = importlib.util.spec_from_file_location("make_punches", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_bank_blend_lands_where_the_inverse_kinematics_aims(bank):
     """Between the grid's aims the blended keyframe's glove lands within 1 cm (the IK's own tolerance) of
     where the IK solved for that very aim puts it (measured: at most 2.7 mm over 36 random aims)."""
-    mp = _make_punches()
     arena = mp.Arena("simple", procedural.load_bank().distance_m)
     rng = np.random.default_rng(1)
     azimuths, elevations = mp.AIM_OFFSETS_RAD["azimuth"], mp.AIM_OFFSETS_RAD["elevation"]
