@@ -5,7 +5,11 @@
 #
 #   tools/defence.sh OUTDIR start NAME MINUTES [train args]   start a training run (setsid: it outlives the shell)
 #   tools/defence.sh OUTDIR wait SECONDS NAME...               until the runs end or SECONDS pass, exporting
-#                                                              every new checkpoint; then each run's last lines
+#                                                              every new checkpoint and evaluating it on the
+#                                                              held-out punches (CPU path, in the background);
+#                                                              then each run's last lines
+#   tools/defence.sh OUTDIR baseline                           the shipped muscular blocker evaluated likewise
+#                                                              (held-out and classic punches), in the background
 #   tools/defence.sh OUTDIR collect NAME...                    OUTDIR/NAME.tgz: metrics, summary, log, policies
 #
 # Needs mujoco, mujoco-mjx, mujoco-warp and warp-lang importable (PYTHONPATH) and a CUDA JAX. Compiled code is
@@ -20,12 +24,25 @@ mkdir -p "$out" "$work"
 export PYTHONUNBUFFERED=1 BOXJAX_CACHE=${BOXJAX_CACHE:-/tmp/bxcache}
 export WARP_CACHE_PATH=$BOXJAX_CACHE/warp
 
-export_new() {  # export_new NAME: the run's newest checkpoint as $work/NAME/policies/NAME-STEP.msgpack, once
-  local step
+evaluate() {  # evaluate DIR SOURCE_ARGS...: `boxjax eval` on the CPU path into DIR/eval, in the background
+  local dir=$1; shift
+  mkdir -p "$dir/eval"
+  setsid nohup python3 -m boxjax eval "$@" --platform cpu --worlds "${EVAL_WORLDS:-32}" --steps "${EVAL_STEPS:-1200}" \
+    --out "$dir/eval" >> "$dir/eval/log.txt" 2>&1 &
+}
+
+export_new() {  # export_new NAME: the run's newest checkpoint as $work/NAME/policies/NAME-STEP.msgpack, once,
+  # then evaluated on the held-out punches
+  local step policy
   step=$(python3 -c "from boxjax.models import checkpoint as c; print(c.latest_step('runs/$1/checkpoints'))" 2>/dev/null) || return 0
+  policy=$work/$1/policies/$1-$step.msgpack
   mkdir -p "$work/$1/policies"
-  [ -e "$work/$1/policies/$1-$step.msgpack" ] && return 0
-  python3 -m boxjax export "runs/$1" "$work/$1/policies/$1-$step.msgpack" > /dev/null 2>&1 || rm -f "$work/$1/policies/$1-$step.msgpack"
+  [ -e "$policy" ] && return 0
+  if python3 -m boxjax export "runs/$1" "$policy" > /dev/null 2>&1; then
+    evaluate "$work/$1" "$policy" --punches heldout
+  else
+    rm -f "$policy"
+  fi
 }
 
 case $phase in
@@ -55,13 +72,17 @@ case $phase in
     done
     for n in "$@"; do echo "== $n"; grep -v "^Module " "$work/$n/log.txt" | tail -n 3 | cut -c1-400; done
     ;;
+  baseline)
+    evaluate "$work/shipped" --body muscular --punches heldout,classic
+    ;;
   collect)
     for n in "$@"; do
       export_new "$n"
       cp "runs/$n/metrics.jsonl" "runs/$n/summary.json" "$work/$n/" 2>/dev/null
       tar czf "$out/$n.tgz" -C "$work" "$n"
-      ls -la "$out/$n.tgz"
     done
+    [ -d "$work/shipped" ] && tar czf "$out/shipped.tgz" -C "$work" shipped
+    ls -la "$out"
     ;;
-  *) echo "usage: tools/defence.sh OUTDIR start|wait|collect ..."; exit 2 ;;
+  *) echo "usage: tools/defence.sh OUTDIR start|wait|baseline|collect ..."; exit 2 ;;
 esac
