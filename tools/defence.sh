@@ -10,7 +10,8 @@
 #                                                              then each run's last lines
 #   tools/defence.sh OUTDIR baseline                           the shipped muscular blocker evaluated likewise
 #                                                              (held-out and classic punches), in the background
-#   tools/defence.sh OUTDIR collect NAME...                    OUTDIR/NAME.tgz: metrics, summary, log, policies
+#   tools/defence.sh OUTDIR collect NAME...                    OUTDIR/NAME.tgz: metrics, summary, log, policies,
+#                                                              evaluations (those running get EVAL_WAIT_S, 150)
 #
 # Needs mujoco, mujoco-mjx, mujoco-warp and warp-lang importable (PYTHONPATH) and a CUDA JAX. Compiled code is
 # cached in $BOXJAX_CACHE (default /tmp/bxcache) for every phase; MEM_FRACTION (default 0.45) is each run's share
@@ -76,8 +77,10 @@ case $phase in
     evaluate "$work/shipped" --body muscular --punches heldout,classic
     ;;
   collect)
+    end=$((SECONDS + ${EVAL_WAIT_S:-150}))  # the evaluations still running finish first, for a while
+    for n in "$@"; do export_new "$n"; done
+    while pgrep -f "boxjax eval" > /dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
     for n in "$@"; do
-      export_new "$n"
       cp "runs/$n/metrics.jsonl" "runs/$n/summary.json" "$work/$n/" 2>/dev/null
       tar czf "$out/$n.tgz" -C "$work" "$n"
     done
