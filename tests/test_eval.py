@@ -98,6 +98,22 @@ def test_one_step_is_counted_by_tags_outcome_score_and_episode():
     assert goals == 1.0  # the first world's goal is in an episode still running
 
 
+def test_the_other_kinds_count_per_episode_or_per_command():
+    def counts(episodes: int, **finished: float) -> tally.Tally:
+        zero = tally.Tally.zeros(1)
+        totals = np.float32([finished.get(name.split("/")[1], 0.0) for name in tally.TASK_FIGURES])
+        return zero.replace(episodes=np.float32(episodes), finished=totals)
+
+    command = tally.kind_figures("command", counts(4, commands_held=5, presses=3))
+    assert (command.count, command.trials, command.per) == (5, 7, "command/presses")  # 4 first commands + 3
+    assert command.interval == pytest.approx(tally.wilson(5, 7))
+    bag = tally.kind_figures("bag", counts(3, bag_hits=9))
+    assert (bag.rate, bag.interval) == (3.0, None)  # several hits an episode: no share, no interval
+    with pytest.raises(ValueError, match="a share of 3 successes in 2 trials"):
+        tally.wilson(3, 2)
+    assert "| command | success/commands_held | 5 / 7 commands |" in report.kinds_table([command, bag])
+
+
 @struct.dataclass
 class _Params:
     kind_weights: jax.Array
@@ -271,6 +287,8 @@ def test_a_policy_s_every_checkpoint_and_its_file_are_measured(tiny_run, cli, ca
         (["--body", "muscular", "--worlds", "0"], "error: --worlds, --steps and --other-steps take counts"),
         (["--body", "muscular", "--checkpoints"], "error: --checkpoints takes a run folder or checkpoint"),
         (["runs/none"], "error: no checkpoint directory at 'runs/none'"),
+        (["runs/none", "--checkpoints", "--other-kinds"], "error: --other-kinds measures one policy"),
+        (["--baseline", "guard", "--body", "simple", "--stochastic"], "error: --stochastic samples a policy"),
     ],
 )
 def test_bad_input_is_one_error_line(argv, message, cli, capsys):

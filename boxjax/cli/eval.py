@@ -111,6 +111,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError("--body names a shipped blocker or the guard's body; SOURCE names its own body")
     if args.checkpoints and (args.baseline or not args.source or os.path.isfile(args.source)):
         raise ValueError("--checkpoints takes a run folder or checkpoint directory (no --baseline)")
+    if args.checkpoints and args.other_kinds:
+        raise ValueError("--other-kinds measures one policy, not every checkpoint (--checkpoints)")
+    if args.baseline and args.stochastic:
+        raise ValueError("--stochastic samples a policy's actions; --baseline guard has none")
 
 
 def punch_sets(text: str | None) -> list[str]:
@@ -235,13 +239,14 @@ def slug(text: str) -> str:
     return re.sub("[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def output_paths(args: argparse.Namespace, head: dict, subj: Subject) -> tuple[str, str]:
+def output_paths(args: argparse.Namespace, head: dict, subj: Subject, sets: list) -> tuple[str, str]:
     """(rows file, chart) of this command's measure: results/eval/MEASURE-DEVICE-DATE.jsonl and a PNG
-    beside it named by the policy (or `--png`)."""
+    beside it named by the policy and the punch sets (or `--png`)."""
     from boxjax.bench import rows
 
     path = rows.rows_path(args.out, head["measure"], head["device"], head["date"])
-    name = "-".join(slug(x) for x in (head["measure"], subj.label, head["device"]))
+    punches = "-".join(os.path.splitext(os.path.basename(name))[0] for name, _ in sets)
+    name = "-".join(slug(x) for x in (head["measure"], subj.label, punches, head["device"]))
     return path, args.png or os.path.join(args.out, f"{name}-{head['date'][:10]}.png")
 
 
@@ -271,7 +276,7 @@ def defence(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
             out.append(
                 {**head, "measure": "kinds", "steps": args.other_steps, "punches": None, "kinds": rows}
             )
-    path, png = output_paths(args, head, subj)
+    path, png = output_paths(args, head, subj, sets)
     report.append_rows(path, out)
     report.outcome_chart(
         png, panels, f"{subj.label} ({head['body']}, {args.platform}, commit {head['commit']})"
@@ -318,7 +323,7 @@ def skill_curve(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int
                    "train_minutes": minutes.get(step), **report.defence_row(figures)}  # fmt: skip
             curves.setdefault(name, []).append(row)
             out.append(row)
-    path, png = output_paths(args, head, subj)
+    path, png = output_paths(args, head, subj, sets)
     report.append_rows(path, out)
     report.skill_chart(
         png, curves, f"{subj.label} ({head['body']}, {args.platform}, commit {head['commit']})"

@@ -69,7 +69,7 @@ def kinds_table(figures: Sequence[KindFigures]) -> str:
         rate = "-" if k.rate is None else f"{k.rate:.3f}"
         if k.interval is not None and k.rate is not None:
             rate = f"{100 * k.rate:.1f} % ({100 * k.interval[0]:.1f}-{100 * k.interval[1]:.1f})"
-        trials = f"{k.trials} {'episodes' if k.per == 'episode' else 'presses'}"
+        trials = f"{k.trials} {'episodes' if k.per == 'episode' else 'commands'}"
         lines.append(f"| {k.kind} | {k.success} | {k.count} / {trials} | {rate} | {k.falls} / {k.episodes} |")
     return "\n".join(lines)
 

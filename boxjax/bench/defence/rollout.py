@@ -31,10 +31,12 @@ PROGRESS_EVERY = 100
 """Control steps between two progress calls of the CPU path."""
 
 
+@functools.cache
 def actor(env: Any, config: Any, stochastic: bool) -> Act:
     """The policy's mean action (`ppo.make_policy`, as `boxjax watch` acts), or with `stochastic` a sample of
     its action distribution (as the training's rollout draws it); with no PPO config (`config` None), the
-    zero action: the guard the task's PD base holds."""
+    zero action: the guard the task's PD base holds. One function per (env, config, stochastic), so that a
+    compiled rollout serves every checkpoint of a run."""
     if config is None:
         return lambda policy, obs, key: jnp.zeros((obs.shape[0], env.action_size), jnp.float32)
     if not stochastic:
@@ -118,10 +120,10 @@ def jax_tally(
     env: Any, act: Act, policy: Any, kind: str, worlds: int, steps: int, seed: int
 ) -> tally_lib.Tally:
     """Counts of `worlds` worlds of the JAX env `env` playing `kind` episodes only for `steps` control
-    steps, acting by `act`: one compiled program (the resets drawn from `seed`)."""
+    steps, acting by `act`: one compiled program (the resets drawn from `seed`), compiled once for an env,
+    actor and size (the kind, the policy's parameters and the seed are its arguments)."""
     params = forced_kind(env.default_params(), kind)
-    run = jax.jit(functools.partial(_scan, env, act, worlds, steps))
-    return jax.device_get(run(policy, params, jax.random.PRNGKey(seed)))
+    return jax.device_get(_SCAN(env, act, worlds, steps, policy, params, jax.random.PRNGKey(seed)))
 
 
 def _scan(env: Any, act: Act, worlds: int, steps: int, policy: Any, params: Any, key: jax.Array):
@@ -150,3 +152,6 @@ def _scan(env: Any, act: Act, worlds: int, steps: int, policy: Any, params: Any,
     start = (state, tally_lib.Tally.zeros(worlds))
     (_, counts), _ = jax.lax.scan(body, start, jax.random.split(step_key, steps))
     return counts
+
+
+_SCAN = jax.jit(_scan, static_argnums=(0, 1, 2, 3))

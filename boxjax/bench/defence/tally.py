@@ -32,7 +32,8 @@ KIND_FIGURES = {
     "bag": ("success/bag_hits", None),
     "shove": ("success/recoveries", None),
 }
-"""The other episode kinds' success figure and what it is counted per (a figure; None: per episode)."""
+"""The other episode kinds' success figure and what it is counted per: None, per episode; a figure, per
+command: the episode's first (fitted at reset) and each press after it (the figure counts those)."""
 TASK_FIGURES = tuple(sorted({name for pair in KIND_FIGURES.values() for name in pair if name}))
 """The per-step figures summed over each finished episode (`Tally.finished`)."""
 HISTOGRAM_BINS = 10
@@ -122,6 +123,8 @@ def wilson(count: int, total: int, z: float = Z95) -> tuple[float, float]:
     two-sided by default); (0, 1) when `total` is 0."""
     if total <= 0:
         return 0.0, 1.0
+    if not 0 <= count <= total:
+        raise ValueError(f"a share of {count} successes in {total} trials")
     p, n = count / total, float(total)
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -253,7 +256,7 @@ class KindFigures:
     count: int
     """Successes in the episodes that ended."""
     trials: int
-    """Episodes that ended, or their presses."""
+    """Episodes that ended, or their commands (the first and the presses after it)."""
     rate: float | None
     """Successes per trial."""
     interval: tuple[float, float] | None
@@ -270,7 +273,7 @@ def kind_figures(kind: str, tally: Tally) -> KindFigures:
     success, per = KIND_FIGURES[kind]
     episodes = int(round(float(t.episodes)))
     count = int(round(finished[success]))
-    trials = int(round(finished[per])) if per else episodes
+    trials = episodes + (int(round(finished[per])) if per else 0)
     once = kind != "bag"
     return KindFigures(
         kind=kind, success=success, per=per or "episode", count=count, trials=trials,
