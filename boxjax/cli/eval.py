@@ -125,7 +125,7 @@ def punch_sets(text: str | None) -> list[str]:
             raise ValueError(
                 f"--punches: unknown punch set {name!r}; give {', '.join(PUNCH_SETS)} or a punch library file"
             )
-    if len(set(names)) != len(names) or not names:
+    if len(set(names)) != len(names):
         raise ValueError(f"--punches {text!r}: name each punch set once")
     return names
 
