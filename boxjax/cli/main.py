@@ -23,9 +23,9 @@ TASKS = ("stance", "block", "walk")
 COMMANDS = {
     "watch": ("boxjax.cli.watch", "render a trained fighter to a video"),
     "export": ("boxjax.cli.export", "write a checkpoint's policy as one small file"),
-    "eval": ("boxjax.cli.eval", "measure a block policy's defence: blocked, missed, hit, with intervals"),
     "bench": ("boxjax.cli.bench", "run the benchmarks, or one measurement tool"),
     "demo": ("boxjax.cli.demo", "the main job, small: blocking training on the CPU, curves, a video"),
+    "eval": ("boxjax.cli.eval", "measure a block policy's defence: blocked, missed, hit, with intervals"),
 }
 """Commands besides `train`: (module with `main(argv)`, what it does)."""
 
