@@ -7,6 +7,8 @@ One cache folder (``BOXJAX_CACHE``, default ``~/.cache/boxjax``) holds JAX's per
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 
 PLATFORMS = ("cpu", "gpu")
 
@@ -17,16 +19,75 @@ class PlatformError(RuntimeError):
 
 CPU_XLA_FLAGS = ("--xla_cpu_enable_concurrency_optimized_scheduler=false",)
 """jax 0.10's CPU scheduler deadlocks the MJX step at >= 48 worlds (every thread idle, the result never
-ready); the plain scheduler runs it (measured on 2 cores, jaxlib 0.10.2)."""
+ready); the plain scheduler runs it (measured on 2 cores, jaxlib 0.10.2). ``import boxjax`` sets them
+(`apply_cpu_flags`), so a notebook or script needs no command to."""
 GPU_XLA_FLAGS = ("--xla_gpu_graph_min_graph_size=1",)
 """Lets XLA graph-capture the small policy/glue kernels between MuJoCo Warp's FFI calls."""
 
 
+def flag_name(flag: str) -> str:
+    """The name of one XLA flag, its value left off (``--xla_foo=1`` -> ``--xla_foo``)."""
+    return flag.split("=", 1)[0]
+
+
+def merge_xla_flags(current: str, flags: tuple[str, ...]) -> str:
+    """`current` (an $XLA_FLAGS value) with each of `flags` appended unless a flag of that name is set
+    already: every flag of `current` stays as the user wrote it (a user's value wins), none is added twice.
+
+    XLA reads a value that does not start with "-" as the name of a file of flags: that is left as it is.
+    """
+    if current.strip() and not current.lstrip().startswith("-"):
+        return current
+    words = current.split()
+    names = {flag_name(w) for w in words}
+    for flag in flags:
+        if flag_name(flag) not in names:
+            words.append(flag)
+            names.add(flag_name(flag))
+    return " ".join(words)
+
+
 def add_xla_flags(flags: tuple[str, ...]) -> None:
-    """Append XLA flags to $XLA_FLAGS unless already set there (effective only before JAX starts)."""
-    current = os.environ.get("XLA_FLAGS", "")
-    extra = [f for f in flags if f.split("=")[0] not in current]
-    os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+    """Merge XLA flags into $XLA_FLAGS (`merge_xla_flags`); effective only before JAX starts its backends."""
+    os.environ["XLA_FLAGS"] = merge_xla_flags(os.environ.get("XLA_FLAGS", ""), flags)
+
+
+def jax_started() -> bool:
+    """Whether JAX has started its backends, found without starting them (a JAX not yet imported has not).
+
+    XLA reads $XLA_FLAGS once, when the first backend starts, not when jax is imported: this is the moment
+    after which a flag set here no longer counts."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    started = getattr(bridge, "backends_are_initialized", None)
+    return bool(started and started())
+
+
+class LateFlagsWarning(RuntimeWarning):
+    """JAX's CPU backend started before boxjax could set `CPU_XLA_FLAGS`: CPU training may hang."""
+
+
+def late_flags_message(missing: tuple[str, ...]) -> str:
+    """What to do when JAX's CPU backend started without `missing` (some of `CPU_XLA_FLAGS`)."""
+    flags = " ".join(missing)
+    return (
+        f"JAX's CPU backend started before boxjax was imported, without XLA_FLAGS={flags}: training on the "
+        "CPU with a few dozen worlds or more can hang (every thread idle). Restart the interpreter and "
+        f"import boxjax before anything runs JAX, or set XLA_FLAGS='{flags}' (added to your own) before "
+        "importing jax."
+    )
+
+
+def apply_cpu_flags() -> None:
+    """Add `CPU_XLA_FLAGS` to $XLA_FLAGS if JAX has not started yet (run by ``import boxjax``, so the library
+    needs no command to set them); if it has, on the CPU and without them, warn (`LateFlagsWarning`) with
+    what to do instead of letting training hang."""
+    if not jax_started():
+        add_xla_flags(CPU_XLA_FLAGS)
+        return
+    names = {flag_name(w) for w in os.environ.get("XLA_FLAGS", "").split()}
+    missing = tuple(f for f in CPU_XLA_FLAGS if flag_name(f) not in names)
+    if missing and sys.modules["jax"].default_backend() == "cpu":
+        warnings.warn(late_flags_message(missing), LateFlagsWarning, stacklevel=2)
 
 
 def cache_dir() -> str:
