@@ -151,7 +151,9 @@ def train_gpu(args, config, options: dict, out: str, run):
     from boxjax.rl import ppo
 
     factor = common.warp_options(args)
-    env = envs.make("stance", body=args.body, num_worlds=config.num_envs, **factor, **options)
+    env = envs.make(
+        "stance", body=args.body, num_worlds=config.num_envs * config.num_seeds, **factor, **options
+    )
     print(
         f"stance: body={args.body} impl={env.backend.impl} worlds={config.num_envs} "
         f"unroll={config.unroll_length} obs={env.observation_size} act={env.action_size} -> {out}",

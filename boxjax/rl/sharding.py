@@ -64,9 +64,11 @@ def resolve_devices(num_devices: int) -> list[jax.Device]:
 
 
 def worlds_per_device(config: PPOConfig, num_devices: int) -> int:
-    """Worlds each device steps (what a MuJoCo Warp environment's `num_worlds` should be)."""
+    """Worlds each device steps (what a MuJoCo Warp environment's `num_worlds` should be: it sizes the
+    contact pool that every world stepped in one call shares, so K seeds batched together (`num_seeds`)
+    count K times)."""
     config.check_devices(num_devices)
-    return config.num_envs // num_devices
+    return config.num_envs * config.num_seeds // num_devices
 
 
 def _shard_map(fn: Any, mesh: Mesh, in_specs: Any, out_specs: Any) -> Any:
