@@ -256,7 +256,8 @@ def test_solve_rows_name_the_solve_and_refuse_a_run_that_did_not(tmp_path):
 
 def _solve_row(worlds: int, seed: int, seconds: float, **labels) -> dict:
     row = {"bench": "solve", "device": "NVIDIA H200", "task": "stance", "body": "simple", "worlds": worlds,
-           "unroll": 16, "rule": "seed", "seed": seed, "caches": "warm", "commit": "abc1234"}  # fmt: skip
+           "unroll": 16, "rule": "seed", "seed": seed, "caches": "warm", "commit": "abc1234",
+           "date": "2026-12-06T00:00"}  # fmt: skip
     return {**row, **labels, "metric": "time_to_solve_s", "value": seconds, "unit": "s"}
 
 
@@ -278,7 +279,7 @@ def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_p
     table = solve_report.cost_table(solves, prices)
     # 1,024 worlds: mean of 60 and 80 s; at $3.60/h, 70 s cost $0.070
     line = "| NVIDIA H200 | simple | 1024 x 16 | seed | warm | $3.60/h | **70.0 s** "
-    assert line + "(seed 0: 60.0 s, seed 1: 80.0 s) | $0.070 |" in table
+    assert line + "(seed 0: 60.0 s, seed 1: 80.0 s) | $0.070 | abc1234, 2026-12-06 |" in table
     assert "| 4096 x 16 | seed | cold | $3.60/h | **150.0 s**" in table
     assert "| Some Other GPU | simple | 1024 x 16 | seed | warm | n/a |" in table
     assert "price 'H200 (test)': $3.60/h, a test's rate; 2026-12" in table
@@ -286,7 +287,7 @@ def test_solve_report_tables_the_cost_per_solve_and_plots_the_worlds_sweep(tmp_p
     seed_row = (
         "| RTX 5090, vast.ai (the seed's fastest) | simple | – | seed | as the seed's | $0.69/h | 185 s "
     )
-    seed_row += "| $0.053 |"
+    seed_row += "| $0.053 | the seed's table |"
     assert seed_row in table and table.index(seed_row) < table.index("| NVIDIA H200 |")
     lines = solve_report.sweep_lines(solves)
     warm = lines["simple, seed rule, warm, x16 (NVIDIA H200)"]
@@ -545,23 +546,28 @@ def test_seed_table_prices_bench_and_training_rows_and_labels_the_projection():
     figures = {r["metric"]: r["value"] for r in rows if r["bench"] == "block-train"}
     assert figures["s_per_iteration"] == 2.0 and figures["iterations"] == 3 and figures["collect_s"] == 1.5
     text = seed_table.table(rows, bench_rows.load_prices(), every=True)
-    assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 |" in text and "| 0.300 |" in text
+    assert "| NVIDIA H200 | 3.50 " in text and "| 0.320 | 102,400 | 0.311 | bench, median" in text
+    assert "(best 0.300 s), new, 2026-12-05 |" in text
     assert (
-        "| 0.500 | 65,536 | 0.486 | seed's world (every hinge of the opponent simulated); bench best of the "
-        "iterations, old, 2026-12-01 |" in text
+        "| 0.500 | 65,536 | 0.486 | bench, best of the iterations, old, 2026-12-01 |" in text
+        and "| seed's world (every hinge of the opponent simulated) | NVIDIA H200 |" in text
     )
     current = seed_table.table(rows, bench_rows.load_prices())
-    assert "| 0.300 |" in current and "| 0.500 |" not in current  # the newest per machine and world
+    assert "| **the default** | NVIDIA H200 |" in current  # the newest per machine and options
+    assert "| 0.320 |" in current and "| 0.500 |" not in current
     reverted = [
         {**r, "reverted": "x"} if r.get("commit") == "new" and r["bench"] == "block" else r for r in rows
     ]
     assert "| 0.500 |" in seed_table.table(reverted, bench_rows.load_prices())  # reverted code is not current
     assert "0.100" not in text  # another shape
-    assert "| 0.250 | 131,072 | 0.243 | **lighter world**: the opponent's 25 idle hinges frozen" in text
     assert (
-        "| 0.200 | 163,840 | 0.194 | **physics changed**: the CG solver (not the seed's rule); our kernel "
-        "factors both fighters (same physics); bench best" in text
+        "| 0.250 | 131,072 | 0.243 |" in text and "| **lighter world**: the opponent's 25 idle hinges" in text
     )
+    assert (
+        "| named option `--env solver=cg` (**physics changed**: the CG solver) | NVIDIA H200 | 3.50 "
+        in current
+    )
+    assert "| 0.200 | 163,840 | 0.194 | bench, best" in text
     assert "0.150" not in text
     assert "| cpu:x86_64 x16 (16 cores) | 0.25 " in text and "| 2.000 | 15,000 | 0.137 |" in text
     # 96 cores: collect 1.5 s x 15 / 95 = 0.237 s, below the measured update (1.0 s), which sets the pace

@@ -10,8 +10,10 @@ come from `results/bench/`:
 * ``training``: rows of real training runs (`--from-run`): the mean seconds per iteration after warm-up
   (`WARMUP_ITERATIONS` left out), and on the CPU path the profile's split (collect, learn, wait).
 
-The table shows the newest measurement per machine and world (`newest`) of code that stands (rows marked
-`reverted` left out); `--all` shows every dated one.
+The table shows the `current` measurement of each question: the newest of each kind (bench or training),
+machine and set of named options (`options_of`), the default first, of code that stands (rows marked
+`reverted`, options removed since and benches acting with a trained policy are earlier measurements:
+`earlier_table`, which `boxjax bench report` writes to docs/benchmarks.md); `--all` shows every dated one.
 
 The cost of 1,000 iterations is the seconds per iteration at the device's price (`prices.json`, each with its
 source and date). A 96-core CPU row is projected from a measured CPU run (`project_cores`) and labelled as a
@@ -172,9 +174,56 @@ def variant_of(row: dict) -> str:
     return text
 
 
-def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(device, commit, variant): {metric: value, "date", "repeats"}} of the seed-world bench rows (the
-    defaults, or `PHYSICS_OPTIONS` set; `variant_of`), oldest first."""
+REMOVED = {"hessian_tiles": "4ec4205"}
+"""Row fields of options measured and removed since, each with the commit that removed it: their rows stay
+in the earlier measurements, never current."""
+DIAGNOSTIC = ("--init",)
+"""Flags of a bench that checks the bench itself (a trained policy acting), not a configuration to run: its
+rows stay in the earlier measurements."""
+
+
+def _flag(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def options_of(row: dict) -> tuple[str, ...]:
+    """The named options a row measured, as the flags that set them (empty: the default): task options
+    (`--env`; the frozen opponent of rows from before it was an option), the solver's loop, launch block
+    sizes, the Hessian's zero tiles (removed since) and a trained policy acting in a bench (`--init`)."""
+    given = row.get("task_options") or {}
+    flags = [f"--env {k}={_flag(v)}" for k, v in sorted(given.items())]
+    if "frozen" in row.get("opponent_hinges", "") and "opponent_freeze_idle" not in given:
+        flags.append("--env opponent_freeze_idle=true")
+    if row.get("solver_loop", "default") != "default":
+        flags.append(f"--solver-loop {row['solver_loop']}")
+    flags += [f"--block-dim {k}={v}" for k, v in sorted((row.get("block_dims") or {}).items())]
+    if row.get("hessian_tiles") == "nonzero":
+        flags.append("--hessian-tiles nonzero")
+    if row.get("policy", "fresh") != "fresh":
+        flags.append(f"--init {os.path.basename(row['policy'])}")
+    return tuple(flags)
+
+
+def _entry(row: dict, kind: str) -> dict:
+    """What every measurement of the table names, from its first row."""
+    removed = [f"option removed in {commit}" for field, commit in REMOVED.items() if field in row]
+    return {
+        "kind": kind,
+        "device": row["device"],
+        "commit": row["commit"][:7],
+        "stamp": row["date"],
+        "date": row["date"][:10],
+        "variant": variant_of(row),
+        "changes": changes_of(row),
+        "options": options_of(row),
+        "status": row.get("reverted") or (removed[0] if removed else None),
+    }
+
+
+def bench_cells(rows: list[dict]) -> list[dict]:
+    """The seed-world bench measurements (the defaults, or `PHYSICS_OPTIONS` set), oldest first: one per
+    device, commit and `variant_of`, with its metrics ("s_per_iteration": best, "_median"), "repeats"
+    and the `_entry` fields."""
     keep = [
         r
         for r in rows
@@ -188,22 +237,22 @@ def bench_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
     ]
     out: dict[tuple[str, str, str], dict] = {}
     for r in sorted(keep, key=lambda r: r["date"]):
-        cell = out.setdefault((r["device"], r["commit"], variant_of(r)), {"date": r["date"][:10]})
+        cell = out.setdefault((r["device"], r["commit"], variant_of(r)), _entry(r, "bench"))
         if "--repeats" in r.get("command", ""):
             cell["repeats"] = r["command"].split("--repeats")[1].split()[0]
         cell[r["metric"]] = r["value"]
-    return out
+    return list(out.values())
 
 
-def train_cells(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(device, platform, run): {metric: value, labels, "variant"}} of the training-run rows, oldest
-    first."""
+def train_cells(rows: list[dict]) -> list[dict]:
+    """The training-run measurements, oldest first: one per device, platform and run, with its metrics,
+    "run", "cores" and "price_key" where given, and the `_entry` fields."""
     out: dict[tuple[str, str, str], dict] = {}
     for r in sorted((r for r in rows if r.get("bench") == "block-train"), key=lambda r: r["date"]):
-        labels = {k: r[k] for k in ("commit", "date", "cores", "price_key") if k in r}
-        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**labels, "variant": variant_of(r)})
+        labels = {k: r[k] for k in ("run", "cores", "price_key") if k in r}
+        cell = out.setdefault((r["device"], r["platform"], r["run"]), {**_entry(r, "training"), **labels})
         cell[r["metric"]] = r["value"]
-    return out
+    return list(out.values())
 
 
 def run_options(run_dir: str) -> dict:
@@ -243,75 +292,124 @@ def _priced(prices: dict, device: str, key: str | None = None) -> tuple[str, flo
     return f"{entry[1].usd_per_hour:.2f} ({entry[0]}, {entry[1].date})", entry[1].usd_per_hour
 
 
-def _line(machine: str, price: tuple[str, float | None], s: float, steps_per_s: float, how: str) -> str:
+def _line(
+    config: str, machine: str, price: tuple[str, float | None], s: float, steps: float, how: str
+) -> str:
     cost = f"{usd_per_1k(s, price[1]):.3f}" if price[1] else "n/a"
-    return f"| {machine} | {price[0]} | {s:.3f} | {steps_per_s:,.0f} | {cost} | {how} |"
+    return f"| {config} | {machine} | {price[0]} | {s:.3f} | {steps:,.0f} | {cost} | {how} |"
 
 
-def newest(cells: dict[tuple, dict], key: Callable[[tuple, dict], tuple]) -> dict[tuple, dict]:
-    """Of cells ordered oldest first, the last of each `key(cell key, cell)`, in the order of those."""
-    last = {key(k, cell): k for k, cell in cells.items()}
-    return {k: cells[k] for k in cells if k in set(last.values())}
+def measurements(rows: list[dict]) -> list[dict]:
+    """Every measurement of the table, benches then training runs, each oldest first."""
+    return bench_cells(rows) + train_cells(rows)
 
 
-def _bench_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
-    lines = []
-    cells = bench_cells(rows if every else [r for r in rows if "reverted" not in r])
-    if not every:
-        cells = newest(cells, lambda k, _: (k[0], k[2]))  # device, variant
-    for (device, commit, world), cell in cells.items():
-        for name in ("s_per_iteration_median", "s_per_iteration"):
-            if name in cell:
-                kind = "median" if name.endswith("median") else "best"
-                how = f"{world}; bench {kind} of {cell.get('repeats', 'the')} iterations, {commit[:7]}"
-                s = cell[name]
-                lines.append(_line(device, _priced(prices, device), s, 32768 / s, f"{how}, {cell['date']}"))
-    return lines
+def _question(entry: dict) -> tuple:
+    return entry["kind"], entry["device"], entry.get("cores"), entry["options"]
 
 
-def _train_lines(rows: list[dict], prices: dict, every: bool) -> list[str]:
-    lines = []
-    cells = train_cells(rows)
-    if not every:
-        cells = newest(cells, lambda k, cell: (k[0], k[1], cell.get("cores"), cell["variant"]))
-    for (device, platform, run), cell in cells.items():
-        how = f"{cell['variant']}; training run {run}: mean of {cell['iterations']:.0f} iterations, "
-        how += f"{platform} path"
-        if "collect_s" in cell:
-            how += f", collect {cell['collect_s']:.2f} s / learn {cell['learn_s']:.2f} s"
-            how += f" / collectors wait {cell['collector_wait_s']:.2f} s"
-        how += f", {cell['commit'][:7]}, {cell['date'][:10]}"
-        machine = device + (f" ({cell['cores']} cores)" if "cores" in cell else "")
-        s = cell["s_per_iteration"]
-        lines.append(
-            _line(machine, _priced(prices, device, cell.get("price_key")), s, cell["steps_per_s"], how)
+def current(entries: list[dict]) -> list[dict]:
+    """The newest measurement of each question (kind, device, cores and named options) whose code stands
+    (no `status`, no `DIAGNOSTIC` flag): the defaults first (benches, then training, the CPU last), then
+    the named options."""
+    standing = [
+        e for e in entries if not e["status"] and not any(f.startswith(DIAGNOSTIC) for f in e["options"])
+    ]
+    last = {_question(e): e for e in sorted(standing, key=lambda e: e["stamp"])}
+    order = lambda e: (bool(e["options"]), e["options"], e["device"].startswith("cpu"), e["kind"] != "bench")  # noqa: E731
+    return sorted(last.values(), key=order)
+
+
+def earlier(entries: list[dict]) -> list[dict]:
+    """The measurements `current` leaves out, oldest first."""
+    shown = {id(e) for e in current(entries)}
+    return sorted((e for e in entries if id(e) not in shown), key=lambda e: e["stamp"])
+
+
+def configuration(entry: dict) -> str:
+    """A current measurement's configuration: the default, or its named options and what they change."""
+    if not entry["options"]:
+        return "**the default**"
+    flags = " ".join(f"`{flag}`" for flag in entry["options"])
+    return f"named option {flags} ({'; '.join(entry['changes']) or 'same physics'})"
+
+
+def _how(entry: dict) -> str:
+    if entry["kind"] == "bench":
+        kind = "median" if "s_per_iteration_median" in entry else "best"
+        how = f"bench, {kind} of {entry.get('repeats', 'the')} iterations"
+        if kind == "median":
+            how += f" (best {entry['s_per_iteration']:.3f} s)"
+    else:
+        how = f"training run {entry['run']}, mean of {entry['iterations']:,.0f} iterations"
+        if "collect_s" in entry:
+            how += f" (collect {entry['collect_s']:.2f} s / learn {entry['learn_s']:.2f} s"
+            how += f" / collectors wait {entry['collector_wait_s']:.2f} s)"
+    return f"{how}, {entry['commit']}, {entry['date']}"
+
+
+def lines(entries: list[dict], prices: dict, label: Callable[[dict], str]) -> list[str]:
+    """One table line per measurement (its configuration by `label`), each CPU run of the default followed by
+    its projection to `PROJECT_CORES`."""
+    out = []
+    for e in entries:
+        s = e.get("s_per_iteration_median", e["s_per_iteration"])
+        steps = 32768 / s if e["kind"] == "bench" else e["steps_per_s"]
+        machine = e["device"] + (f" ({e['cores']} cores)" if "cores" in e else "")
+        out.append(
+            _line(label(e), machine, _priced(prices, e["device"], e.get("price_key")), s, steps, _how(e))
         )
-        if "collect_s" in cell and "cores" in cell:
-            p = project_cores(cell, int(cell["cores"]), PROJECT_CORES, LEARNER_CORES)
+        if "collect_s" in e and "cores" in e and not e["options"]:
+            p = project_cores(e, int(e["cores"]), PROJECT_CORES, LEARNER_CORES)
             how = (
                 f"not measured: collect {p['collect_s']:.2f} s on {PROJECT_CORES - LEARNER_CORES} collector "
                 "cores at the measured rate, learn as measured"
             )
             machine = f"**projection**: {PROJECT_CORES} cores, from the row above"
-            steps = cell["steps_per_s"] * s
             price = _priced(prices, "", PROJECT_PRICE)
-            lines.append(_line(machine, price, p["s_per_iteration"], steps / p["s_per_iteration"], how))
-    return lines
+            out.append(
+                _line(label(e), machine, price, p["s_per_iteration"], steps * s / p["s_per_iteration"], how)
+            )
+    return out
+
+
+HEADER = (
+    "| configuration | machine | price ($/h: entry, date) | s/iteration | steps/s | $ / 1,000 iterations "
+    "| how |",
+    "|---|---|---|---|---|---|---|",
+)
+
+
+def seed_lines() -> list[str]:
+    """The seed's own rows (`SEED_ROWS`) as table lines."""
+    return [
+        f"| the seed's table | {seed['machine']} | {seed['usd_per_hour']:.2f} | "
+        f"{seed['s_per_iteration']:.2f} | {seed['steps_per_s']:,} | {seed['usd_per_1k']:.2f} | "
+        f"{seed['how']} |"
+        for seed in SEED_ROWS
+    ]
+
+
+def _earlier_label(entry: dict) -> str:
+    return f"**{entry['status']}**: {entry['variant']}" if entry["status"] else entry["variant"]
 
 
 def table(rows: list[dict], prices: dict, every: bool = False) -> str:
-    """The seed's table form: machine, price, s/iteration, steps/s, $ per 1,000 iterations, how measured; the
-    newest measurement per machine and world, or `every` dated one."""
-    lines = [
-        "| machine | price ($/h: entry, date) | s/iteration | steps/s | $ / 1,000 iterations | how |",
-        "|---|---|---|---|---|---|",
-    ]
-    for seed in SEED_ROWS:
-        lines.append(
-            f"| {seed['machine']} | {seed['usd_per_hour']:.2f} | {seed['s_per_iteration']:.2f} | "
-            f"{seed['steps_per_s']:,} | {seed['usd_per_1k']:.2f} | {seed['how']} |"
-        )
-    return "\n".join(lines + _bench_lines(rows, prices, every) + _train_lines(rows, prices, every))
+    """The seed's table form: configuration, machine, price, s/iteration, steps/s, $ per 1,000 iterations, how
+    measured; the seed's rows, then the `current` measurement of each question, or `every` one (oldest
+    first, described by `variant_of`)."""
+    entries = measurements(rows)
+    if every:
+        body = lines(sorted(entries, key=lambda e: e["stamp"]), prices, _earlier_label)
+    else:
+        body = lines(current(entries), prices, configuration)
+    return "\n".join([*HEADER, *seed_lines(), *body])
+
+
+def earlier_table(rows: list[dict], prices: dict) -> str:
+    """The measurements the current table leaves out (superseded, reverted, removed or diagnostic), oldest
+    first."""
+    return "\n".join([*HEADER, *lines(earlier(measurements(rows)), prices, _earlier_label)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-run", default=None, help="a training run folder: write its rows to --out")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
     p.add_argument("--out", default=None, help="rows file --from-run appends to")
-    p.add_argument("--all", action="store_true", help="every dated measurement, not the newest per machine")
+    p.add_argument("--all", action="store_true", help="every dated measurement, superseded ones included")
     args = p.parse_args(argv)
     if args.from_run:
         if not args.out:

@@ -5,7 +5,7 @@
 
 Reads the solve rows that `run_report.py --rows` writes (default: every `results/bench/solve-*.jsonl`),
 one run each (device, body, worlds, unroll, rule, caches, seed, commit), and prints the seed's table: machine,
-body, price, time to solve, cost. A line holds the runs of one device, body, worlds, unroll, rule and caches;
+body, price, time to solve, cost, and the commits and dates measured. A line holds the runs of one device, body, worlds, unroll, rule and caches;
 the time to solve counts from the process start, set-up included (the seed's figure), the mean over its seeds
 with each seed's in brackets; the cost is that time at the device's price from `prices.json` (`--price`
 names the entry; else it is matched by name), whose source and date are printed under the table.
@@ -43,6 +43,8 @@ class Solve:
     commit: str
     time_to_solve_s: float
     """Process start to the solve, set-up included."""
+    date: str = ""
+    """When the run started (the row's date, YYYY-MM-DD)."""
 
     @property
     def group(self) -> tuple[str, str, int, int, str, str]:
@@ -71,6 +73,7 @@ def read_solves(paths: list[str]) -> list[Solve]:
                     seed=int(row["seed"]),
                     commit=row["commit"],
                     time_to_solve_s=float(row["value"]),
+                    date=row.get("date", "")[:10],
                 )
             )
     return solves
@@ -85,7 +88,9 @@ SEED_SOLVES = (
     ("c8a.24xlarge spot, 96 vCPU (the seed)", "simple", 1.34, 404.0, 0.184),
 )
 """(machine, body, $/h, time to solve s, $ per solve) as the seed's stance table prints them ("cost per solve
-with set-up included", 2,048-copy RTX runs and 72 x 6 CPU workers)."""
+with set-up included", 2,048-copy RTX runs and 72 x 6 CPU workers). The RTX 5090 is at the table's $0.69/h:
+its dollar figures are the solve times plus about 90 s of set-up at that rate (as for every GPU of the table),
+where the $0.74/h its text names for the first RTX 5090 rented would leave 56-73 s."""
 
 
 def cost_table(solves: list[Solve], prices: dict[str, bench_rows.Price], key: str | None = None) -> str:
@@ -95,12 +100,13 @@ def cost_table(solves: list[Solve], prices: dict[str, bench_rows.Price], key: st
     for solve in solves:
         groups.setdefault(solve.group, []).append(solve)
     lines = [
-        "| machine | body | worlds x unroll | rule | caches | price | time to solve (seeds) | cost |",
-        "|---|---|---|---|---|---|---|---|",
+        "| machine | body | worlds x unroll | rule | caches | price | time to solve (seeds) | cost "
+        "| measured |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for machine, body, usd, seconds, cost in SEED_SOLVES:
         cells = f"| {machine} | {body} | – | seed | as the seed's | ${usd:.2f}/h"
-        lines.append(f"{cells} | {seconds:.0f} s | ${cost:.3f} |")
+        lines.append(f"{cells} | {seconds:.0f} s | ${cost:.3f} | the seed's table |")
     used = {}
     for (device, body, worlds, unroll, rule, caches), runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda s: s.seed)
@@ -113,9 +119,10 @@ def cost_table(solves: list[Solve], prices: dict[str, bench_rows.Price], key: st
             used[entry[0]] = entry[1]
             price = f"${entry[1].usd_per_hour:.2f}/h"
             cost = f"${mean_s / 3600 * entry[1].usd_per_hour:.3f}"
+        measured = ", ".join(sorted({f"{s.commit[:7]}, {s.date}" for s in runs}))
         lines.append(
             f"| {device} | {body} | {worlds} x {unroll} | {rule} | {caches} | {price} | "
-            f"**{mean_s:.1f} s** ({each}) | {cost} |"
+            f"**{mean_s:.1f} s** ({each}) | {cost} | {measured} |"
         )
     for name, p in used.items():
         lines.append(f"\nprice '{name}': ${p.usd_per_hour:.2f}/h, {p.source}; {p.date}")

@@ -32,6 +32,7 @@ TOOLS = {
     "plot_alike": "the training-alike check: runs against a band of reference runs, by iteration",
     "brax": "Brax's PPO beside ours on MuJoCo Playground's tasks (the compare extra)",
     "profile_ppo": "the PPO update's phases, ours and Brax's",
+    "report": "the tables of docs/benchmarks.md and README's headline figures, written from the rows",
 }
 """`boxjax bench TOOL`: modules of `boxjax.bench`, each with `main(argv)`, and what they measure."""
 
