@@ -318,17 +318,30 @@ def test_read_metrics_takes_plain_or_gzipped_rows(tmp_path):
         runs.read_metrics(str(tmp_path))
 
 
-def test_teacher_time_leaves_out_the_cost_of_the_call(monkeypatch):
+def test_teacher_time_leaves_out_the_cost_of_the_call_and_keeps_its_sign_and_spread(monkeypatch):
+    """Best of the targets less best of the bare call, as measured (negative where the call's cost and its
+    noise exceed the work, never clamped to 0), with the spread of the two timings (standard deviations
+    in quadrature); none with a single repeat; (0, 0) without a teacher."""
     env = block.variant_env("full", "simple", 2, "untrained")
-    seconds = iter([0.005, 0.004, 0.003, 0.004])  # targets, then the bare call; twice
+    seconds = iter([[0.005, 0.007], [0.004, 0.004], [0.003, 0.003], [0.004, 0.006], [0.005], [0.004]])
 
     def scripted(fn, *args, repeats):
-        return 0.0, next(seconds), None
+        return next(seconds)  # targets, then the bare call; three times
 
-    monkeypatch.setattr(block.bench_rows, "timed", scripted)
-    assert block.time_teacher(env, None, None, 1) == pytest.approx(0.001)
-    assert block.time_teacher(env, None, None, 1) == 0.0  # a call dearer than the work: noise, not < 0
-    assert block.time_teacher(block.variant_env("full", "simple", 2), None, None, 1) == 0.0
+    monkeypatch.setattr(block, "_timings", scripted)
+    work_s, spread = block.time_teacher(env, None, None, 2)
+    assert work_s == pytest.approx(0.001) and spread == pytest.approx(2**0.5 * 0.001)
+    work_s, spread = block.time_teacher(env, None, None, 2)
+    assert work_s == pytest.approx(-0.001) and spread == pytest.approx(2**0.5 * 0.001)
+    assert block.time_teacher(env, None, None, 1) == (pytest.approx(0.001), None)
+    assert block.time_teacher(block.variant_env("full", "simple", 2), None, None, 1) == (0.0, 0.0)
+    monkeypatch.undo()
+    assert len(block._timings(lambda x: x + 1, np.zeros(2), repeats=3)) == 3
+    it = {"compile": 1.0, "iteration": 0.5, "iteration_median": 0.5, "collect": 0.4, "overflow": 0.0}
+    it.update(graph_captures=0.0, teacher=-0.016, teacher_sd=0.02)
+    rows = {name: value for name, value, _ in block.iteration_figures(it, 2, 16)}
+    assert rows["it_teacher_s"] == -0.016 and rows["it_teacher_sd_s"] == 0.02
+    assert "it_teacher_sd_s" not in {r[0] for r in block.iteration_figures({**it, "teacher_sd": None}, 2, 16)}
 
 
 def _write_trace(path, events) -> str:

@@ -20,10 +20,12 @@ Then the whole fused PPO iteration (`make_train_iteration`: collect `--unroll` s
 * ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard);
 * ``it_teacher_s``: with `--teacher`, the walking teacher beside the policy (its observation and network
   on every world-step: `distill_targets` timed alone less the cost of the call, times the unroll; before
-  the eighth session the call's cost was counted too); the iteration then trains with
-  the distillation loss (`distill_coef` 0.1). `--teacher untrained` is a walk policy of the trained
-  one's shape with fresh weights (its cost does not depend on the weights), for bodies without a
-  shipped teacher.
+  the eighth session the call's cost was counted too), as measured: negative where the call's cost and
+  its noise exceed the work (before issue 58 such a row read 0.0); ``it_teacher_sd_s``, its spread (the
+  two timings' standard deviations added in quadrature, times the unroll; no row with fewer than 2
+  repeats). The iteration then trains with the distillation loss (`distill_coef` 0.1). `--teacher
+  untrained` is a walk policy of the trained one's shape with fresh weights (its cost does not depend on
+  the weights), for bodies without a shipped teacher.
 
 On a GPU the defaults are MuJoCo Warp, the muscular body and the seed's shapes, 2,048 worlds x 16 steps
 and 4,096 x 8; on a CPU-only machine a tiny version (MJX-JAX, simple body, 4 x 4 and 8 x 4). Rows go to
@@ -274,21 +276,41 @@ def time_reset(name: str, body: str, worlds: int, repeats: int, physics: dict | 
     return best, state
 
 
-def time_teacher(env, params, first, repeats: int) -> float:
-    """Best seconds of the teacher's targets for every world once (0 without a teacher), less what calling a
-    jitted function with the same arguments costs: inside the fused iteration there is no such call, and with
-    the block world's ~500 arrays as arguments the call alone took 3.7 ms on the CPU (64 worlds, where the
-    targets took 0.5 ms more)."""
+def _timings(fn, *args, repeats: int) -> list[float]:
+    """Seconds of each of `repeats` calls of `fn(*args)` after one untimed call (the compile), each blocked
+    on its result."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    seconds = []
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        seconds.append(time.perf_counter() - tick)
+    return seconds
+
+
+def time_teacher(env, params, first, repeats: int) -> tuple[float, float | None]:
+    """(seconds, spread) of the teacher's targets for every world once: the best time of the targets less
+    the best time of calling a jitted function with the same arguments (inside the fused iteration there is
+    no such call, and with the block world's ~500 arrays as arguments the call alone took 3.7 ms on the
+    CPU, 64 worlds, where the targets took 0.5 ms more), as measured, negative where the call's cost and
+    its noise exceed the work; the spread is the two timings' standard deviations added in quadrature
+    (None with fewer than 2 repeats). (0.0, 0.0) without a teacher."""
     import jax
 
     from boxjax.rl import rollout
 
     if not rollout.has_distill_target(env):
-        return 0.0
+        return 0.0, 0.0
     targets = jax.jit(lambda p, s: rollout.distill_targets(env, p, s))
     call = jax.jit(lambda p, s: s.data.qpos[:, :1])
-    work_s = bench_rows.timed(targets, params, first, repeats=repeats)[1]
-    return max(0.0, work_s - bench_rows.timed(call, params, first, repeats=repeats)[1])
+    work = _timings(targets, params, first, repeats=repeats)
+    bare = _timings(call, params, first, repeats=repeats)
+    spread = None
+    if repeats >= 2:
+        spread = (statistics.stdev(work) ** 2 + statistics.stdev(bare) ** 2) ** 0.5
+    return min(work) - min(bare), spread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,11 +357,11 @@ def time_iteration(
 ) -> dict:
     """Seconds of the fused iteration, its rollout alone and the teacher alone, from the batched reset
     state `first` after `warm_up`, and the CUDA graphs MuJoCo Warp captured per timed iteration (0 once
-    warm, unless XLA keeps handing it new buffers): {compile, iteration, collect, teacher, overflow,
-    graph_captures, warmup_iterations}. With
-    `trace_dir`, two more iterations run under `jax.profiler` (read with `trace_report.py`). Without
-    `rollout_alone` the rollout is not timed on its own ("collect" is None): on a GPU its compile and its
-    graph captures took 142 s of a 283 s bench (muscular 2,048 x 16, 2026-12-02)."""
+    warm, unless XLA keeps handing it new buffers): {compile, iteration, collect, teacher, teacher_sd,
+    overflow, graph_captures, warmup_iterations}. With `trace_dir`, two more iterations run under
+    `jax.profiler` (read with `trace_report.py`). Without `rollout_alone` the rollout is not timed on its
+    own ("collect" is None): on a GPU its compile and its graph captures took 142 s of a 283 s bench
+    (muscular 2,048 x 16, 2026-12-02)."""
     import jax
     import jax.numpy as jnp
 
@@ -414,13 +436,14 @@ def time_iteration(
             for _ in range(2):
                 ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
     overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
-    teacher_s = unroll * time_teacher(env, params, first, repeats)
+    teacher_s, teacher_sd = time_teacher(env, params, first, repeats)
     return {
         "compile": compile_s - best,
         "iteration": best,
         "iteration_median": statistics.median(times),
         "collect": collect_s,
-        "teacher": teacher_s,
+        "teacher": unroll * teacher_s,
+        "teacher_sd": None if teacher_sd is None else unroll * teacher_sd,
         "overflow": overflow,
         "graph_captures": captures,
         "fused_factorizations": factored,
@@ -438,6 +461,7 @@ def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, flo
         ("steps_per_s", worlds * unroll / it["iteration"], "1/s"),
         ("it_collect_s", it["collect"], "s"),
         ("it_teacher_s", it["teacher"], "s"),
+        ("it_teacher_sd_s", it.get("teacher_sd"), "s"),
         ("it_overflow_worlds", it["overflow"], "worlds"),
         ("it_graph_captures", it["graph_captures"], "graphs/iteration"),
         ("it_warmup_iterations", it.get("warmup_iterations"), "iterations"),
