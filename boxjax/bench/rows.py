@@ -69,8 +69,8 @@ def versions() -> dict[str, str]:
 def commit() -> str:
     """The git commit of this checkout ("unknown" outside a git checkout), with "+dirty" when the tree
     differs from it: every benchmark row names the code it measured. $BOXJAX_COMMIT, when set, names it
-    instead: a copy of the tree whose git metadata lags behind its files (our GPU machine's, which keeps the
-    session's first commit) states its commit that way."""
+    instead: a copy of the tree without its git metadata, or whose metadata lags behind its files, states its
+    commit that way."""
     import subprocess
 
     if os.environ.get("BOXJAX_COMMIT"):
