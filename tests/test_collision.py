@@ -9,6 +9,7 @@ glove on our chest, belly and shoulder muscles).
 """
 
 import copy
+import functools
 
 import jax.numpy as jnp
 import mujoco
@@ -18,6 +19,7 @@ from boxjax.envs.block.config import KINDS
 from boxjax.envs.block.env import BlockConfig
 from boxjax.envs.cpu import CpuEnv
 from boxjax.mjcf import boxer
+from boxjax.physics import mjx as physics
 
 WORLDS = 16
 CHECK_STEPS = (25, 50, 75, 100, 125, 150)
@@ -230,10 +232,11 @@ def test_muscles_meet_only_the_opponents_gloves_of_his_side():
     assert _colliding(model, red.head_geom_id, blue.forearm_geom_ids[1])
 
 
-def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float64():
-    """`boxer.SOLVER_TOLERANCE` (1e-6) against MuJoCo's 1e-8 on MuJoCo C: from 30 states of the muscular
-    block world under random actions, one control step each lands on the same state (measured at commit
-    time: identical, as Newton converges past both tolerances in the same iterations; bound 1e-9 rad)."""
+@functools.cache
+def _random_action_states() -> tuple:
+    """(model, 30 states) of the muscular block world (the simulated opponent, his idle hinges frozen):
+    every 10th of 300 control steps of random actions about our fighter's stance from the guard, each
+    state an `mjSTATE_INTEGRATION` vector."""
     from boxjax.envs.block import punches
     from boxjax.mjcf import sparring
 
@@ -242,7 +245,6 @@ def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float64():
         "muscular", "simple", lib.distance_m, frozen_rad=punches.idle_hinges(lib, "simple")
     )
     model, me = world.model, world.index.red
-    assert model.opt.tolerance == boxer.SOLVER_TOLERANCE == 1e-6
     data, rng = mujoco.MjData(model), np.random.default_rng(0)
     mujoco.mj_resetDataKeyframe(model, data, world.index.keyframes["stance"])
     data.qpos[:] = world.guard_qpos
@@ -250,22 +252,90 @@ def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float64():
         world.anchor_pos,
         world.anchor_quat,
     )
-    kind = mujoco.mjtState.mjSTATE_INTEGRATION
-    states, gaps, contacts = [], [], 0
+    states = []
     for t in range(300):
         data.ctrl[me.actuator_ids] = me.stance_ctrl + rng.uniform(-0.4, 0.4, me.actuator_ids.size)
         mujoco.mj_step(model, data, nstep=5)
         if t % 10 == 9:
-            state = np.empty(mujoco.mj_stateSize(model, kind))
-            mujoco.mj_getState(model, data, state, kind)
+            state = np.empty(mujoco.mj_stateSize(model, STATE))
+            mujoco.mj_getState(model, data, state, STATE)
             states.append(state)
+    return model, states
+
+
+STATE = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
+def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float64():
+    """`boxer.SOLVER_TOLERANCE` (1e-6) against MuJoCo's 1e-8 on MuJoCo C: from 30 states of the muscular
+    block world under random actions, one control step each lands on the same state (measured at commit
+    time: identical, as Newton converges past both tolerances in the same iterations; bound 1e-9 rad)."""
+    model, states = _random_action_states()
+    assert model.opt.tolerance == boxer.SOLVER_TOLERANCE == 1e-6
+    data = mujoco.MjData(model)
+    gaps, contacts = [], 0
     for state in states:
         after = []
         for tolerance in (boxer.SOLVER_TOLERANCE, 1e-8):
             model.opt.tolerance = tolerance
-            mujoco.mj_setState(model, data, state, kind)
+            mujoco.mj_setState(model, data, state, STATE)
             mujoco.mj_step(model, data, nstep=5)
             after.append(data.qpos.copy())
             contacts += data.ncon
         gaps.append(np.abs(after[0] - after[1]).max())
+    model.opt.tolerance = boxer.SOLVER_TOLERANCE
     assert contacts > 0 and max(gaps) <= 1e-9, max(gaps)
+
+
+LOOSE_TOLERANCE = 1e-3
+"""A tolerance that does change the float32 step (the check's positive control)."""
+
+
+def _warp_step(model, states, tolerance: float, nudge: bool = False) -> np.ndarray:
+    """(K, nhinge) joint angles after one control step (5 physics steps) of MuJoCo Warp on Warp's CPU
+    device, all K `states` at once as K worlds, at the solver `tolerance` (set on MuJoCo Warp's model after
+    `put_model`, which raises it to at least 1e-6 where MJX's conversion, the training path's, keeps the
+    model's); with `nudge`, from the states' qpos rounded one float32 ulp up."""
+    import mujoco.mjx.third_party.mujoco_warp as mjw
+    import warp as wp
+
+    data = mujoco.MjData(model)
+    fields = ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart")
+    values = {name: [] for name in fields}
+    for state in states:
+        mujoco.mj_setState(model, data, state, STATE)
+        for name in fields:
+            values[name].append(getattr(data, name).astype(np.float32))
+    if nudge:
+        values["qpos"] = [np.nextafter(q, np.float32(np.inf)) for q in values["qpos"]]
+    with wp.ScopedDevice("cpu"):
+        warp_model = mjw.put_model(model)
+        warp_model.opt.tolerance.fill_(tolerance)
+        warp_model.opt.warn_overflow = 0
+        warp_data = mjw.put_data(model, data, nworld=len(states), naconmax=256 * len(states), njmax=1024)
+        for name in fields:
+            getattr(warp_data, name).assign(np.stack(values[name]))
+        for _ in range(5):
+            mjw.step(warp_model, warp_data)
+        overflow = sum(physics.OVERFLOW_BITS.values())  # not the solver's iteration cap
+        assert not (warp_data.overflow.numpy() & overflow).any(), "contact or row slots overflowed"
+        hinge = [model.jnt_qposadr[j] for j in range(model.njnt) if model.jnt_type[j] in (2, 3)]
+        return warp_data.qpos.numpy()[:, hinge]
+
+
+def test_the_solver_tolerance_as_built_steps_like_mujocos_default_in_float32_on_mujoco_warp():
+    """The same 30 states and control step on MuJoCo Warp in float32 (Warp's CPU device, all states as
+    worlds of one batch), at `boxer.SOLVER_TOLERANCE` and at MuJoCo's 1e-8: the two land no farther apart
+    (joint angles) than float32 round-off in the state moves the step, i.e. than the step at 1e-6 from the
+    states' qpos rounded one float32 ulp up lands from the step without (measured at commit time: the
+    tolerances 0 rad apart, identical in every world, as in float32 the solver stops at the same iteration
+    at both, mostly where its line search finds no step left; the round-off 2.1e-6 rad). The check can see
+    a tolerance that matters: 1e-3 moves the step by more than the round-off (measured 3.0e-5 rad)."""
+    model, states = _random_action_states()
+    as_built = _warp_step(model, states, boxer.SOLVER_TOLERANCE)
+    noise = float(np.abs(_warp_step(model, states, boxer.SOLVER_TOLERANCE, nudge=True) - as_built).max())
+    gap = float(np.abs(_warp_step(model, states, 1e-8) - as_built).max())
+    loose = float(np.abs(_warp_step(model, states, LOOSE_TOLERANCE) - as_built).max())
+    print(f"float32: 1e-6 vs 1e-8 {gap:.3g} rad, round-off {noise:.3g} rad, 1e-3 vs 1e-6 {loose:.3g} rad")
+    assert gap <= noise, (gap, noise)
+    assert 0 < noise < loose, (noise, loose)
