@@ -5,10 +5,11 @@
 
 Reads the solve rows that `run_report.py --rows` writes (default: every `results/bench/solve-*.jsonl`),
 one run each (device, body, worlds, unroll, rule, caches, seed, commit), and prints the seed's table: machine,
-body, price, time to solve, cost, and the commits and dates measured. A line holds the runs of one device, body, worlds, unroll, rule and caches;
-the time to solve counts from the process start, set-up included (the seed's figure), the mean over its seeds
-with each seed's in brackets; the cost is that time at the device's price from `prices.json` (`--price`
-names the entry; else it is matched by name), whose source and date are printed under the table.
+body, price, time to solve, cost, and the commits and dates measured. A line holds the runs of one device,
+body, worlds, unroll, rule and caches; the time to solve counts from the process start, set-up included (the
+seed's figure), the mean over its seeds with each seed's in brackets; the cost is that time at the device's
+price from `prices.json` (`--price` names the entry; else it is matched by name), whose source and date are
+printed under the table.
 
 With `--plot`, the seed's Figure 2: time to solve against the copies of the world (worlds), one line per
 body, rule, caches and unroll through the mean of each world count, a point per run.
