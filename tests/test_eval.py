@@ -1,8 +1,9 @@
 """`boxjax eval`: the counts it reports are the block task's own per-step figures summed over the same
-rollout, every per-tag figure a sum of cells that adds up to the totals; the Wilson interval on hand-worked
-numbers; the JAX path's compiled rollout (a stand-in env whose every step is known) restarts finished worlds
-and reads the punch tags after each step; the guard runs without a policy, a tiny untrained policy from a
-checkpoint, a run's every checkpoint and a policy file; bad input is one `error:` line.
+rollout, every per-tag figure a sum of cells that adds up to the totals, the tags read on the states each
+step reached (before a finished world restarts); the Wilson interval on hand-worked numbers; the JAX
+path's compiled rollout (a stand-in env whose every step is known) restarts finished worlds and reads the
+punch tags after each step; the guard runs without a policy, a tiny untrained policy from a checkpoint, a
+run's every checkpoint and a policy file; bad input is one `error:` line.
 
 The block task runs on the CPU path only (MuJoCo C, the simple body, 4 worlds everywhere so its halves
 compile once), with the task's defaults: the guard falls, so worlds restart within the few steps."""
@@ -179,24 +180,27 @@ def test_the_jax_rollout_restarts_worlds_and_reads_the_tags_after_each_step():
 
 @pytest.fixture
 def guard_counts():
-    """The guard's tally on the CPU path, and the task's own figures summed over the same rollout."""
+    """The guard's tally on the CPU path; the task's own figures summed over the same rollout; and, at each
+    step where a world ended, the episode steps of the states the step reached and of those it continues."""
     from boxjax.envs import cpu
 
     task = cpu.task_env(CONFIG)
     counts = rollout.cpu_tally(CONFIG, rollout.actor(task, None, False), None, "face", WORLDS, STEPS, 0)
-    env = cpu.CpuEnv(CONFIG, num_worlds=WORLDS, seed=0)
+    env = rollout.ReachedCpuEnv(CONFIG, num_worlds=WORLDS, seed=0)  # the outputs of a CpuEnv
     env.params = policies.forced_kind(env.params, "face")
     env.reset()
-    sums, done, fell = dict.fromkeys(tally.PUNCH_EVENTS, 0.0), 0.0, 0.0
+    sums, done, fell, restarts = dict.fromkeys(tally.PUNCH_EVENTS, 0.0), 0.0, 0.0, []
     for _ in range(STEPS):
         out = env.step(np.zeros((WORLDS, env.action_size), np.float32))
         sums = {k: v + out.metrics[k].sum() for k, v in sums.items()}
         done, fell = done + out.done.sum(), fell + (out.done * (1 - out.truncation)).sum()
-    return counts, sums, done, fell
+        if out.done.any():
+            restarts.append((out.done, np.asarray(env.reached.info.step), np.asarray(env.state.info.step)))
+    return counts, sums, done, fell, restarts
 
 
 def test_the_counts_are_the_task_s_own_figures_summed_and_split_by_tag(guard_counts):
-    counts, sums, done, fell = guard_counts
+    counts, sums, done, fell, restarts = guard_counts
     np.testing.assert_allclose(counts.events, [sums[k] for k in tally.PUNCH_EVENTS], rtol=1e-6)
     d = tally.defence(counts)
     assert d.arrived > 0 and d.episodes == done > 0 and d.falls == fell
@@ -213,6 +217,11 @@ def test_the_counts_are_the_task_s_own_figures_summed_and_split_by_tag(guard_cou
             getattr(d, outcome).count if outcome != "arrived" else d.arrived
         )
     assert "| kind | jab |" in report.tag_table(d) and "| hit |" in report.defence_table(d)
+    assert restarts  # the tags are read on the states a step reached, before a finished world restarts:
+    for ended, reached, continued in restarts:
+        ended = ended > 0.5
+        assert np.all(reached[ended] > 0) and np.all(continued[ended] == 0)  # its last step; a fresh episode
+        np.testing.assert_array_equal(reached[~ended], continued[~ended])
 
 
 def test_the_guard_runs_without_a_policy_and_writes_its_row_and_chart(cli, capsys):
