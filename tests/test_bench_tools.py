@@ -21,6 +21,7 @@ from boxjax.bench import (
     trace_report,
 )
 from boxjax.bench import rows as bench_rows
+from boxjax.cli import bench as cli_bench
 from boxjax.cli import stance
 
 
@@ -718,3 +719,126 @@ def test_profile_physics_names_the_fastest_block_sizes_only_past_the_noise():
         "--block-dim update_gradient_cholesky_blocked=64"
     )
     assert profile_physics.mj_overrides("opt.iterations=2;block_dim.ray=64") == ["opt.iterations=2"]
+
+
+def test_rows_writer_puts_the_common_fields_first_and_flushes_each_row(tmp_path):
+    """`rows.Writer`: every row is the common fields then its own (its own win), each on disk as soon as it is
+    written; `write_rows` appends; the folder is made."""
+    path = tmp_path / "new" / "rows.jsonl"
+    with bench_rows.Writer(str(path), {"bench": "b", "device": "d"}) as out:
+        out.figures([("s_per_iteration", 0.5, "s"), ("steps_per_s", 64.0, "1/s")], body="simple", worlds=8)
+        first = json.loads(path.read_text().splitlines()[0])  # flushed before the file is closed
+        assert first == {"bench": "b", "device": "d", "body": "simple", "worlds": 8} | {
+            "metric": "s_per_iteration",
+            "value": 0.5,
+            "unit": "s",
+        }
+        assert list(first) == ["bench", "device", "body", "worlds", "metric", "value", "unit"]
+        out.write({"device": "other", "metric": "x"})
+    assert [json.loads(line) for line in path.read_text().splitlines()] == out.rows
+    assert out.rows[-1] == {"bench": "b", "device": "other", "metric": "x"}
+    assert bench_rows.write_rows(str(path), [{"metric": "y"}], {"bench": "c"}) == [
+        {"bench": "c", "metric": "y"}
+    ]
+    assert len(path.read_text().splitlines()) == 4
+    assert bench_rows.figure_rows([("m", 1.0, "u")], task="t") == [
+        {"task": "t", "metric": "m", "value": 1.0, "unit": "u"}
+    ]
+
+
+def test_bench_tools_share_one_parser_and_its_flags(capsys):
+    p = bench_rows.parser("what it does", "tool")
+    bench_rows.add_common_args(p, out=True, platform="auto", cache=True, price=True)
+    bench_rows.add_worlds(p, "16,64")
+    args = p.parse_args([])
+    assert (args.out, args.platform, args.cache, args.price, args.debug) == (
+        os.path.join("results", "bench"),
+        "auto",
+        None,
+        None,
+        False,
+    )
+    assert args.worlds == [16, 64] and p.parse_args(["--worlds", "8", "--debug"]).worlds == [8]
+    with pytest.raises(SystemExit) as stop:
+        p.parse_args(["--worlds", "8,many"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: argument --worlds: expected a comma list of integers, got '8,many'")
+    assert error.count("\n") == 1 and "boxjax bench tool --help" in error
+    gpu = bench_rows.parser(None, "gpu-tool")
+    bench_rows.add_common_args(gpu, platform="gpu", debug=False)
+    assert vars(gpu.parse_args([])) == {"platform": "gpu"}
+    with pytest.raises(SystemExit):
+        gpu.parse_args(["--platform", "auto"])  # a tool without "auto" keeps its choices
+    assert bench_rows.resolve_platform("cpu") == "cpu"
+
+
+@pytest.mark.parametrize("tool", list(cli_bench.TOOLS))
+def test_every_bench_tool_answers_help_through_the_shared_parser(tool, capsys):
+    """`boxjax bench TOOL --help` for every tool (GPU-only tools too: their modules import without a GPU)."""
+    with pytest.raises(SystemExit) as stop:
+        cli_bench.run_tool(tool, ["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: boxjax bench {tool} ") and "--debug" in text
+
+
+def _bench_rows(folder) -> list[dict]:
+    return [
+        json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
+
+
+ROW_LABELS = ("bench", "device", "task", "command", "date", "versions", "commit", "body", "worlds")
+"""What every speed benchmark's row names besides its figure (metric, value, unit)."""
+
+
+def test_stance_cpu_and_block_rows_keep_their_fields(tmp_path, monkeypatch, capsys):
+    """The rows the stance, CPU and block benches write, their measurements replaced by fixed figures: the
+    same fields, labels and values as the benches have always written."""
+    from boxjax import platform
+    from boxjax.bench import stance as stance_bench
+
+    monkeypatch.setattr(platform, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setenv("BOXJAX_COMMIT", "abc1234")
+    figures = [("compile_s", 1.0, "s"), ("s_per_iteration", 0.5, "s"), ("steps_per_s", 256.0, "1/s")]
+    monkeypatch.setattr(stance_bench, "measure", lambda *args: figures)
+    argv = ["--platform", "cpu", "--worlds", "8,16", "--out", str(tmp_path / "stance")]
+    assert stance_bench.main(argv) == 0
+    rows = _bench_rows(tmp_path / "stance")
+    own = ("platform", "unroll", "factor_asked", "cores", "factor", "devices", "metric", "value", "unit")
+    assert all(set(r) == {*ROW_LABELS, *own} for r in rows) and len(rows) == 6
+    assert rows[0]["command"] == "python experiments/bench.py " + " ".join(argv)
+    assert [(r["worlds"], r["metric"], r["value"]) for r in rows[:3]] == [(8, m, v) for m, v, _ in figures]
+    assert {(r["bench"], r["task"], r["body"], r["factor"], r["devices"], r["commit"]) for r in rows} == {
+        ("stance", "stance", "simple", "stock", 1, "abc1234")
+    }
+    monkeypatch.setattr(cpu, "env_step_rows", lambda *args: [("env_step_us", 40.0, "us/world-step")])
+    assert cpu.main(["--env-only", "--env-worlds", "4", "--out", str(tmp_path / "cpu")]) == 0
+    (row,) = _bench_rows(tmp_path / "cpu")
+    assert set(row) == {*ROW_LABELS, "cores", "metric", "value", "unit", "load_avg", "threads"}
+    assert (row["bench"], row["worlds"], row["cores"], row["threads"], row["value"]) == ("cpu", 4, 1, 1, 40.0)
+    monkeypatch.setattr(block, "case_figures", lambda args, case, physics: figures)
+    argv = ["--platform", "cpu", "--shapes", "4x4", "--env", "opponent_freeze_idle=true", "--out"]
+    assert block.main([*argv, str(tmp_path / "block")]) == 0
+    rows = _bench_rows(tmp_path / "block")
+    own = {"platform", "teacher", "policy", "graph_mode", "substep_calls", "solver_loop", "block_dims"}
+    own |= {"mj_options", "task_options", "factor_asked", "rule", "ccd_iterations", "epochs", "minibatch"}
+    own |= {"factor", "factor_trees", "opponent", "unroll", "metric", "value", "unit"}
+    assert all(set(r) == {*ROW_LABELS, *own} for r in rows) and len(rows) == 3
+    labels = {k: rows[0][k] for k in ("teacher", "policy", "rule", "task_options", "factor", "factor_trees")}
+    assert labels == {
+        "teacher": "none",
+        "policy": "fresh",
+        "rule": "fast",
+        "task_options": {"opponent_freeze_idle": True},
+        "factor": "stock",
+        "factor_trees": "none",
+    }
+    assert (rows[0]["body"], rows[0]["opponent"], rows[0]["worlds"], rows[0]["unroll"]) == (
+        "simple",
+        "simulated",
+        4,
+        4,
+    )
+    assert "rows written to" in capsys.readouterr().out

@@ -166,3 +166,32 @@ def test_tests_and_the_package_use_the_package_not_the_experiments_scripts():
     assert not wrong, "\n".join(wrong)
     planted = '"""Runs experiments/block.py."""\nimport os\nos.path.join("x", "experiments")\n'
     assert _experiments_references(planted, "planted.py") == ["planted.py:3 'experiments'"]
+
+
+LONGEST_BENCH_FUNCTION = 60
+"""Lines a function of `boxjax.bench` may span, its `def` line to its last (the house style's ≲ 60)."""
+
+
+def _long_functions(folder: pathlib.Path, most: int) -> list[str]:
+    """ "path:line name (N lines)" of every function or method (nested ones too) under `folder` longer than
+    `most` lines."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > most:
+                    found.append(
+                        f"{path.relative_to(folder.parent)}:{node.lineno} {node.name} ({lines} lines)"
+                    )
+    return found
+
+
+def test_no_bench_function_is_longer_than_the_house_style_allows(tmp_path):
+    long = _long_functions(ROOT / "bench", LONGEST_BENCH_FUNCTION)
+    assert not long, "split these (house style: functions ≲ 60 lines):\n" + "\n".join(long)
+    body = "".join(f"    x = {i}\n" for i in range(LONGEST_BENCH_FUNCTION))  # a def line and 60 more
+    (tmp_path / "planted.py").write_text(f"def short():\n    pass\n\n\ndef planted():\n{body}")
+    assert [entry.split(" ", 1)[1] for entry in _long_functions(tmp_path, LONGEST_BENCH_FUNCTION)] == [
+        f"planted ({LONGEST_BENCH_FUNCTION + 1} lines)"
+    ]

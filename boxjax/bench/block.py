@@ -43,13 +43,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import json
 import os
-import shlex
 import statistics
-import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from boxjax.bench import rows as bench_rows
 from boxjax.bench import trace_report
@@ -69,9 +67,33 @@ def progress(message: str) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--platform", choices=("auto", "cpu", "gpu"), default="auto")
+    """Command-line options (the physics' and the trace's need `--iteration-only`)."""
+    p = bench_rows.parser(__doc__, "block")
+    bench_rows.add_common_args(p, out=True, platform="auto", cache=True, price=True)
+    add_case_arguments(p)
+    add_physics_arguments(p)
+    args = p.parse_args(argv)
+    iteration_only_flags = {
+        "--graph-mode": args.graph_mode,
+        "--trace": args.trace,
+        "--substep-calls one": args.substep_calls != "each",
+        "--mj-option": args.mj_option,
+        "--init": args.init,
+    }
+    for flag, given in iteration_only_flags.items():
+        if given and not args.iteration_only:
+            p.error(f"{flag} needs --iteration-only")
+    try:
+        args.mj_option = parse_mj_options(args.mj_option)
+        args.env = task_options(args.env)
+    except ValueError as error:
+        p.error(str(error))
+    return args
+
+
+def add_case_arguments(p: argparse.ArgumentParser) -> None:
+    """What is measured: bodies, shapes, opponents, the teacher and the acting policy, the PPO settings,
+    which parts are timed."""
     p.add_argument("--bodies", default=None, help="comma list (default: muscular on GPU, simple on CPU)")
     p.add_argument(
         "--shapes",
@@ -100,9 +122,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="time the whole iteration (and the teacher) without the env-step variants, the breakdown and "
         "the rollout timed alone: a quarter of the compiles",
     )
-    p.add_argument("--out", default=os.path.join("results", "bench"))
-    p.add_argument("--price", default=None, help="price key of this device in prices.json")
-    p.add_argument("--cache", default=None)
+    p.add_argument(
+        "--trace",
+        default=None,
+        help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
+        "summary; with --iteration-only",
+    )
+
+
+def add_physics_arguments(p: argparse.ArgumentParser) -> None:
+    """How the world is simulated: MuJoCo Warp's graph mode, calls per control step and flags
+    (`cli.common.add_warp_arguments`), MuJoCo options and block task fields."""
     p.add_argument(
         "--graph-mode",
         default=None,
@@ -132,29 +162,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="FIELD=VALUE",
         help="a block task config field for every variant (e.g. opponent_freeze_idle=true); repeatable",
     )
-    p.add_argument(
-        "--trace",
-        default=None,
-        help="folder: profile two warm iterations per shape with jax.profiler and print trace_report.py's "
-        "summary; with --iteration-only",
-    )
-    args = p.parse_args(argv)
-    iteration_only_flags = {
-        "--graph-mode": args.graph_mode,
-        "--trace": args.trace,
-        "--substep-calls one": args.substep_calls != "each",
-        "--mj-option": args.mj_option,
-        "--init": args.init,
-    }
-    for flag, given in iteration_only_flags.items():
-        if given and not args.iteration_only:
-            p.error(f"{flag} needs --iteration-only")
-    try:
-        args.mj_option = parse_mj_options(args.mj_option)
-        args.env = task_options(args.env)
-    except ValueError as error:
-        p.error(str(error))
-    return args
 
 
 def task_options(pairs: list[str]) -> dict:
@@ -363,22 +370,68 @@ def time_iteration(
     own ("collect" is None): on a GPU its compile and its graph captures took 142 s of a 283 s bench
     (muscular 2,048 x 16, 2026-12-02)."""
     import jax
+
+    from boxjax.physics import graphs
+    from boxjax.rl.train_step import make_train_iteration
+
+    body, worlds, unroll, repeats = case.body, case.worlds, case.unroll, case.repeats
+    env, params, config, ts, rs = iteration_start(case, first, physics)
+    collect_s = None
+    if rollout_alone:
+        collect_s = time_rollout(env, config, params, ts, rs, case)
+        progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
+    loop = Iterations(make_train_iteration(env, config), params, ts, rs)
+    compile_s = loop.first()
+    progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
+    warmup_iterations = warm_up(lambda: loop.run_once()[1][graphs.GRAPH_CAPTURES])
+    timed = [loop.run_once() for _ in range(repeats)]
+    times = [seconds for seconds, _ in timed]
+    best = min(times)
+    captures = sum(engine[graphs.GRAPH_CAPTURES] for _, engine in timed) / repeats
+    factored = sum(engine[graphs.FUSED_FACTORIZATIONS] for _, engine in timed) / repeats
+    progress(
+        f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
+        f"{captures:.1f} graph captures each"
+    )
+    if trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(2):
+                loop.run()
+    teacher_s, teacher_sd = time_teacher(env, params, first, repeats)
+    return {
+        "compile": compile_s - best,
+        "iteration": best,
+        "iteration_median": statistics.median(times),
+        "collect": collect_s,
+        "teacher": unroll * teacher_s,
+        "teacher_sd": None if teacher_sd is None else unroll * teacher_sd,
+        "overflow": bench_rows.overflow_worlds(loop.metrics),
+        "graph_captures": captures,
+        "fused_factorizations": factored,
+        "warmup_iterations": warmup_iterations,
+    }
+
+
+def iteration_start(case: Case, first, physics: dict | None):
+    """(env, its params with the teacher, PPO config, train state, rollout state from the batched reset state
+    `first`) of one measured case, the two states in buffers of their own (the iteration donates them);
+    the model from `case.init` where given."""
+    import jax
     import jax.numpy as jnp
 
     from boxjax.models import checkpoint
-    from boxjax.physics import graphs
     from boxjax.rl import ppo
-    from boxjax.rl.rollout import RolloutState, network_policy, rollout
-    from boxjax.rl.train_step import init_train_state, make_network, make_train_iteration
+    from boxjax.rl.rollout import RolloutState
+    from boxjax.rl.train_step import init_train_state
 
-    body, worlds, unroll, repeats, teacher = case.body, case.worlds, case.unroll, case.repeats, case.teacher
-    env = variant_env("full", body, worlds, teacher, physics)
+    worlds, teacher = case.worlds, case.teacher
+    env = variant_env("full", case.body, worlds, teacher, physics)
     params = env.default_params().replace(teacher=env.teacher)
     config = ppo.PPOConfig(
         num_envs=worlds,
-        unroll_length=unroll,
+        unroll_length=case.unroll,
         num_epochs=case.epochs,
-        minibatch_size=min(case.minibatch, worlds * unroll),
+        minibatch_size=min(case.minibatch, worlds * case.unroll),
         distill_coef=training.DISTILL_COEF if teacher else 0.0,
     )
     key = jax.random.PRNGKey(0)
@@ -393,62 +446,62 @@ def time_iteration(
             RolloutState(env=first, episode_return=zeros, episode_length=zeros),
         )
     )
+    return env, params, config, ts, rs
+
+
+def time_rollout(env, config, params, ts, rs, case: Case) -> float:
+    """Best seconds of the rollout alone (policy, env steps, the reset of every world), from the train and
+    rollout states `ts` and `rs`."""
+    import jax
+
+    from boxjax.rl.rollout import network_policy, rollout
+    from boxjax.rl.train_step import make_network
+
     net = make_network(env, config)
+    unroll, teacher = case.unroll, case.teacher
 
     @jax.jit
     def collect(ts, rs, p, k):
         policy = network_policy(net, ts.params, ts.normalizer, True)
         return rollout(env, p, policy, rs, k, unroll, distill=bool(teacher))[:3]
 
-    collect_s = None
-    if rollout_alone:
-        collect_s = bench_rows.timed(collect, ts, rs, params, key, repeats=repeats)[1]
-        progress(f"{body} {worlds}x{unroll}: rollout alone {collect_s:.3f} s")
-    iteration = make_train_iteration(env, config)
-    tick = time.perf_counter()
-    ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-    compile_s = time.perf_counter() - tick
-    progress(f"{body} {worlds}x{unroll}: iteration compiled and run once in {compile_s:.1f} s")
+    return bench_rows.timed(collect, ts, rs, params, jax.random.PRNGKey(0), repeats=case.repeats)[1]
 
-    def run_once() -> tuple[float, dict[str, float]]:
+
+@dataclasses.dataclass
+class Iterations:
+    """The fused iteration `iteration` and what it carries from call to call (train state, rollout state,
+    the last call's metrics), called as training calls it."""
+
+    iteration: Callable
+    params: Any
+    ts: Any
+    rs: Any
+    metrics: Any = None
+
+    def run(self) -> None:
+        """One iteration, blocked on."""
+        import jax
+
+        self.ts, self.rs, self.metrics = jax.block_until_ready(self.iteration(self.ts, self.rs, self.params))
+
+    def first(self) -> float:
+        """Seconds of the first iteration (compiling it)."""
+        tick = time.perf_counter()
+        self.run()
+        return time.perf_counter() - tick
+
+    def run_once(self) -> tuple[float, dict[str, float]]:
         """One iteration as training runs them (the last one's figures freed first, as training reads them
         to the host before the next; with them alive XLA's allocator may hand MuJoCo Warp other addresses):
         its seconds and `graphs.since` figures."""
-        nonlocal ts, rs, metrics
-        metrics = None
+        from boxjax.physics import graphs
+
+        self.metrics = None
         before = graphs.snapshot()
         tick = time.perf_counter()
-        ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
+        self.run()
         return time.perf_counter() - tick, graphs.since(before)
-
-    warmup_iterations = warm_up(lambda: run_once()[1][graphs.GRAPH_CAPTURES])
-    timed = [run_once() for _ in range(repeats)]
-    times = [seconds for seconds, _ in timed]
-    best = min(times)
-    captures = sum(engine[graphs.GRAPH_CAPTURES] for _, engine in timed) / repeats
-    factored = sum(engine[graphs.FUSED_FACTORIZATIONS] for _, engine in timed) / repeats
-    progress(
-        f"{body} {worlds}x{unroll}: iteration {best:.3f} s best, {statistics.median(times):.3f} s median, "
-        f"{captures:.1f} graph captures each"
-    )
-    if trace_dir:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            for _ in range(2):
-                ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))
-    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
-    teacher_s, teacher_sd = time_teacher(env, params, first, repeats)
-    return {
-        "compile": compile_s - best,
-        "iteration": best,
-        "iteration_median": statistics.median(times),
-        "collect": collect_s,
-        "teacher": unroll * teacher_s,
-        "teacher_sd": None if teacher_sd is None else unroll * teacher_sd,
-        "overflow": overflow,
-        "graph_captures": captures,
-        "fused_factorizations": factored,
-        "warmup_iterations": warmup_iterations,
-    }
 
 
 def iteration_figures(it: dict, worlds: int, unroll: int) -> list[tuple[str, float, str]]:
@@ -560,29 +613,17 @@ def markdown(rows: list[dict], price: tuple[str, float] | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the table for this machine and write its rows."""
-    args = parse(argv)
-    plat = args.platform if args.platform != "auto" else ("gpu" if bench_rows.has_gpu() else "cpu")
-    from boxjax import platform
+def labels(args: argparse.Namespace, plat: str, device: str, argv: list[str] | None) -> dict:
+    """What every row of this run names before its own fields."""
     from boxjax.mjcf import boxer
-    from boxjax.physics import mjx as physics_mjx
 
-    platform.configure(plat, args.cache)
-    gpu = plat == "gpu"
-    bodies = (args.bodies or ("muscular" if gpu else "simple")).split(",")
-    shapes = parse_shapes(args.shapes or ("2048x16,4096x8" if gpu else "4x4,8x4"))
-    opponents = (args.opponents or ("simulated,puppet" if gpu else "simulated")).split(",")
-    device = bench_rows.device_name()
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    common = {
+    return {
         "bench": "block",
         "device": device,
         "task": "block",
         "platform": plat,
-        "command": "python experiments/bench_block.py "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "date": date,
+        "command": bench_rows.command("python experiments/bench_block.py", argv),
+        "date": bench_rows.now(),
         "versions": bench_rows.versions(),
         "teacher": args.teacher or "none",
         "policy": args.init or "fresh",
@@ -599,63 +640,66 @@ def main(argv: list[str] | None = None) -> int:
         "minibatch": args.minibatch,
         "commit": bench_rows.commit(),
     }
-    path = bench_rows.rows_path(args.out, "block", device, date)
-    rows = []
-    with open(path, "a") as f:
+
+
+def physics_options(args: argparse.Namespace, opponent: str) -> dict:
+    """The physics and task options of `variant_env` for one opponent."""
+    return {
+        "graph_mode": args.graph_mode,
+        "substeps_in_one_call": args.substep_calls == "one",
+        "mj_options": args.mj_option,
+        "opponent": opponent,
+        **cli_common.warp_options(args),
+        **args.env,
+    }
+
+
+def case_figures(args: argparse.Namespace, case: Case, physics: dict) -> list[tuple[str, float, str]]:
+    """Every figure of one measured case: the reset and the iteration alone (`--iteration-only`, traced
+    with `--trace`), else the env-step table and, unless `--no-iteration`, the iteration with its parts."""
+    body, worlds, unroll = case.body, case.worlds, case.unroll
+    if args.iteration_only:
+        reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
+        progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
+        trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
+        it = time_iteration(case, first, physics, trace_dir, rollout_alone=False)
+        if trace_dir:
+            print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
+        return [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
+    figures, step_s, first = measure(body, worlds, unroll, args.repeats, physics)
+    if not args.no_iteration:
+        figures += iteration_rows(case, step_s, first, physics)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the table for this machine and write its rows."""
+    args = parse(argv)
+    plat = bench_rows.resolve_platform(args.platform)
+    from boxjax import platform
+    from boxjax.physics import mjx as physics_mjx
+
+    platform.configure(plat, args.cache)
+    gpu = plat == "gpu"
+    bodies = (args.bodies or ("muscular" if gpu else "simple")).split(",")
+    shapes = parse_shapes(args.shapes or ("2048x16,4096x8" if gpu else "4x4,8x4"))
+    opponents = (args.opponents or ("simulated,puppet" if gpu else "simulated")).split(",")
+    device = bench_rows.device_name()
+    common = labels(args, plat, device, argv)
+    how = {"epochs": args.epochs, "minibatch": args.minibatch, "repeats": args.repeats, "init": args.init}
+    with bench_rows.Writer(bench_rows.rows_path(args.out, "block", device, common["date"]), common) as out:
         for body, opponent in ((b, o) for b in bodies for o in opponents):
-            physics = {
-                "graph_mode": args.graph_mode,
-                "substeps_in_one_call": args.substep_calls == "one",
-                "mj_options": args.mj_option,
-                "opponent": opponent,
-                **cli_common.warp_options(args),
-                **args.env,
-            }
+            physics = physics_options(args, opponent)
             for worlds, unroll in shapes:
-                case = Case(
-                    body,
-                    worlds,
-                    unroll,
-                    args.epochs,
-                    args.minibatch,
-                    args.repeats,
-                    args.teacher,
-                    opponent,
-                    args.init,
-                )
-                if args.iteration_only:
-                    reset_s, first = time_reset("full", body, worlds, args.repeats, physics)
-                    progress(f"{body} {worlds}x{unroll}: reset {1e3 * reset_s:.1f} ms")
-                    trace_dir = args.trace and os.path.join(args.trace, f"{body}-{worlds}x{unroll}")
-                    it = time_iteration(case, first, physics, trace_dir, rollout_alone=False)
-                    if trace_dir:
-                        print(trace_report.report(trace_report.find_trace(trace_dir)), flush=True)
-                    figures = [("reset_ms", 1e3 * reset_s, "ms"), *iteration_figures(it, worlds, unroll)]
-                else:
-                    figures, step_s, first = measure(body, worlds, unroll, args.repeats, physics)
-                if not (args.no_iteration or args.iteration_only):
-                    figures += iteration_rows(case, step_s, first, physics)
+                case = Case(body, worlds, unroll, teacher=args.teacher, opponent=opponent, **how)
+                figures = case_figures(args, case, physics)
                 factor = bench_rows.factor_ran(figures)
                 trees = physics_mjx.trees_taken(factor == "fused", physics["fused_factor_trees"])
-                for metric, value, unit in figures:
-                    row = {
-                        **common,
-                        "factor": factor,
-                        "factor_trees": trees,
-                        "body": body,
-                        "opponent": opponent,
-                        "worlds": worlds,
-                        "unroll": unroll,
-                        "metric": metric,
-                        "value": value,
-                        "unit": unit,
-                    }
-                    rows.append(row)
-                    f.write(json.dumps(row) + "\n")
-                    f.flush()
+                shape = {"body": body, "opponent": opponent, "worlds": worlds, "unroll": unroll}
+                out.figures(figures, factor=factor, factor_trees=trees, **shape)
                 print(f"measured {body} against the {opponent} opponent at {worlds} worlds", flush=True)
-    print(markdown(rows, bench_rows.price_of(device, bench_rows.load_prices(), args.price)))
-    print(f"rows written to {path}")
+    print(markdown(out.rows, bench_rows.price_of(device, bench_rows.load_prices(), args.price)))
+    print(f"rows written to {out.path}")
     return 0
 
 

@@ -52,15 +52,13 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import datetime
 import json
 import math
 import os
-import shlex
-import sys
 import time
 from typing import Any
 
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import Parser, field_values, run_main
 
 EVAL_EPISODES = 128
@@ -317,12 +315,22 @@ def plot(curves: list[Curve], env_name: str, path: str) -> None:
 
 def parser() -> Parser:
     """The command line."""
-    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "brax")
     p.add_argument("env", metavar="ENV", help="a MuJoCo Playground environment, e.g. CheetahRun")
     p.add_argument("--steps", type=int, required=True, help="environment steps each framework trains")
-    p.add_argument("--platform", choices=("cpu", "gpu"), default="gpu", help="where JAX runs")
     p.add_argument("--evals", type=int, default=10, help="evaluation points, the start included")
     p.add_argument("--seed", type=int, default=0)
+    add_override_arguments(p)
+    p.add_argument("--order", default="brax,boxjax", help="which framework runs first")
+    p.add_argument("--caches", default="as found", help="row label: cold | warm | as found")
+    p.add_argument("--plot", default=None, help="the curves' PNG (default under --out)")
+    bench_rows.add_common_args(p, out=True, platform="gpu", cache=True)
+    return p
+
+
+def add_override_arguments(p: Parser) -> None:
+    """`--brax`, `--ppo` and `--env-config`: changes to Brax's configuration, boxjax's PPO on top of the
+    matched one, and the environment's configuration."""
     p.add_argument(
         "--brax", action="append", default=[], metavar="KEY=VALUE", help="a Brax configuration key"
     )
@@ -332,13 +340,45 @@ def parser() -> Parser:
     p.add_argument(
         "--env-config", action="append", default=[], metavar="KEY=VALUE", help="environment config"
     )
-    p.add_argument("--order", default="brax,boxjax", help="which framework runs first")
-    p.add_argument("--caches", default="as found", help="row label: cold | warm | as found")
-    p.add_argument("--out", default=os.path.join("results", "bench"), help="folder of the rows")
-    p.add_argument("--plot", default=None, help="the curves' PNG (default under --out)")
-    p.add_argument("--cache", default=None, help="cache folder for compiled code (default $BOXJAX_CACHE)")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    return p
+
+
+def matched(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
+    """(Brax's configuration as a dict, the environment's configuration, boxjax's `PPOConfig`) of the command
+    line: the published configuration with `--steps`, `--evals` and `--brax`, `presets.from_brax` of it with
+    `--ppo`; an error where their schedules differ or the observations are not one vector."""
+    from mujoco_playground import registry
+
+    from boxjax.rl import presets
+    from boxjax.rl.config import PPOConfig
+
+    brax = published_config(args.env)
+    brax.num_timesteps, brax.num_evals = args.steps, args.evals
+    override(brax, args.brax, "--brax", brax_train_arguments())
+    env_config = registry.get_default_config(args.env)
+    override(env_config, args.env_config, "--env-config")
+    settings = brax.to_dict()
+    config = presets.from_brax(settings, field_values(args.ppo, PPOConfig()))
+    boxjax_schedule(settings, config)
+    observations_are_flat(registry.load(args.env, config=env_config))
+    return settings, env_config, config
+
+
+def labels(
+    args: argparse.Namespace, config: Any, steps: int, shims: list[str], argv: list[str] | None
+) -> dict:
+    """What every row of this comparison names besides its framework and figure."""
+    labels = {
+        "device": bench_rows.device_name(), "env": args.env, "task": args.env, "body": None,
+        "worlds": config.num_envs, "unroll": config.unroll_length, "steps": steps, "steps_asked": args.steps,
+        "order": args.order, "caches": args.caches,
+        "brax_overrides": args.brax, "ppo_overrides": args.ppo, "env_overrides": args.env_config,
+        "brax_shims": shims, "commit": bench_rows.commit(), "date": bench_rows.now(),
+        "versions": {**bench_rows.versions(), **compare_versions()},
+        "command": bench_rows.command("python experiments/compare_brax.py", argv),
+    }  # fmt: skip
+    if args.platform == "cpu":
+        labels["cores"] = os.cpu_count()
+    return labels
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,23 +391,10 @@ def main(argv: list[str] | None = None) -> int:
 
     platform.configure(args.platform, args.cache)
     shims = brax_compat()
-    from mujoco_playground import registry
-
-    from boxjax.bench import rows as bench_rows
-
-    brax = published_config(args.env)
-    brax.num_timesteps, brax.num_evals = args.steps, args.evals
-    override(brax, args.brax, "--brax", brax_train_arguments())
-    env_config = registry.get_default_config(args.env)
-    override(env_config, args.env_config, "--env-config")
     from boxjax.rl import presets
-    from boxjax.rl.config import PPOConfig
 
-    settings = brax.to_dict()
-    config = presets.from_brax(settings, field_values(args.ppo, PPOConfig()))
-    boxjax_schedule(settings, config)
+    settings, env_config, config = matched(args)
     total_steps = presets.brax_schedule(settings)[1]
-    observations_are_flat(registry.load(args.env, config=env_config))
     curves = []
     for framework in order:
         print(f"== {framework}: {args.env}, {total_steps:,} steps ({args.steps:,} asked)", flush=True)
@@ -377,26 +404,12 @@ def main(argv: list[str] | None = None) -> int:
             curves.append(run_boxjax(args.env, env_config, settings, config, args.seed))
         for steps, seconds, ret in curves[-1].points:
             print(f"  {steps:>12,.0f} steps  {seconds:8.1f} s  return {ret:9.2f}", flush=True)
-    device = bench_rows.device_name()
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    command = "python experiments/compare_brax.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    labels = {
-        "device": device, "env": args.env, "task": args.env, "body": None, "worlds": config.num_envs,
-        "unroll": config.unroll_length, "steps": total_steps, "steps_asked": args.steps, "order": args.order,
-        "caches": args.caches,
-        "brax_overrides": args.brax, "ppo_overrides": args.ppo, "env_overrides": args.env_config,
-        "brax_shims": shims, "commit": bench_rows.commit(), "date": date,
-        "versions": {**bench_rows.versions(), **compare_versions()}, "command": command,
-    }  # fmt: skip
-    if args.platform == "cpu":
-        labels["cores"] = os.cpu_count()
-    new = rows(curves, labels)
+    common = labels(args, config, total_steps, shims, argv)
+    device, date = common["device"], common["date"]
     path = bench_rows.rows_path(args.out, "compare", device, date)
-    with open(path, "a") as f:
-        f.writelines(json.dumps(row) + "\n" for row in new)
-    picture = args.plot or os.path.join(
-        args.out, f"compare-{args.env}-{bench_rows.device_slug(device)}-{date[:10]}.png"
-    )
+    new = bench_rows.write_rows(path, rows(curves, common))
+    slug = bench_rows.device_slug(device)
+    picture = args.plot or os.path.join(args.out, f"compare-{args.env}-{slug}-{date[:10]}.png")
     plot(curves, args.env, picture)
     with open(os.path.splitext(picture)[0] + ".json", "w") as f:
         json.dump({c.framework: c.points for c in curves}, f)

@@ -21,7 +21,7 @@ value, unit, command, date, versions; plus load_avg, since a shared machine skew
 from __future__ import annotations
 
 import argparse
-import datetime
+import contextlib
 import json
 import os
 import shlex
@@ -42,7 +42,8 @@ STEADY_FROM = 3
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "cpu")
+    bench_rows.add_common_args(p, out=True)
     p.add_argument("--task", choices=("stance", "block"), default="stance")
     p.add_argument("--body", default="simple")
     p.add_argument("--cores", default="1,2,4,8,16", help="comma list; those above this machine's are skipped")
@@ -52,7 +53,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--iterations", type=int, default=12, help="training iterations per core count")
     p.add_argument("--env-only", action="store_true", help="measure the env step only (item 1), no training")
-    p.add_argument("--out", default=os.path.join("results", "bench"))
     return p.parse_args(argv)
 
 
@@ -104,53 +104,23 @@ def env_step_rows(
     import mujoco
     import numpy as np
 
-    from boxjax.physics import cpu
-
     env = cpu_env(task, body, worlds)
     env.reset()
     env.step(np.zeros((worlds, env.action_size), np.float32))  # compiles the task's halves
     rng = np.random.default_rng(0)
     datas = [mujoco.MjData(env.mj_model) for _ in range(worlds)]
-    physics_s = [0.0]
-    bare_step = cpu.step
-
-    def timed_step(*args):
-        tick = time.perf_counter()
-        failed = bare_step(*args)
-        physics_s[0] += time.perf_counter() - tick
-        return failed
-
     best = {"env": np.inf, "mj": np.inf, "loop": np.inf}
     resets = 0.0
-    cpu.step = timed_step
-    try:
+    with physics_clock() as physics_s:
         for _ in range(rounds):
             actions = rng.uniform(-0.1, 0.1, (steps, worlds, env.action_size)).astype(np.float32)
-            start_q, start_v = env.worlds.qpos.copy(), env.worlds.qvel.copy()
-            ctrls = np.empty((steps, worlds, env.mj_model.nu))
-            mocap = (
-                np.empty((steps, *env.worlds.mocap_pos.shape)),
-                np.empty((steps, *env.worlds.mocap_quat.shape)),
-            )
+            start = env.worlds.qpos.copy(), env.worlds.qvel.copy()
             physics_s[0] = 0.0
-            tick = time.perf_counter()
-            for t in range(steps):
-                resets += env.step(actions[t]).done.sum()
-                ctrls[t] = env.worlds.ctrl
-                mocap[0][t], mocap[1][t] = env.worlds.mocap_pos, env.worlds.mocap_quat
-            best["env"] = min(best["env"], time.perf_counter() - tick)
+            env_s, done, ctrls, mocap = env_round(env, actions)
+            resets += done
+            best["env"] = min(best["env"], env_s)
             best["mj"] = min(best["mj"], physics_s[0])
-            for w, d in enumerate(datas):
-                d.qpos[:], d.qvel[:] = start_q[w], start_v[w]
-            tick = time.perf_counter()
-            for t in range(steps):
-                for w, d in enumerate(datas):
-                    d.ctrl[:] = ctrls[t, w]
-                    d.mocap_pos[:], d.mocap_quat[:] = mocap[0][t, w], mocap[1][t, w]
-                    mujoco.mj_step(env.mj_model, d, nstep=env.substeps)
-            best["loop"] = min(best["loop"], time.perf_counter() - tick)
-    finally:
-        cpu.step = bare_step
+            best["loop"] = min(best["loop"], mj_step_loop(env, datas, start, ctrls, mocap))
     per = 1e6 / (steps * worlds)
     return [
         ("env_step_us", best["env"] * per, "us/world-step"),
@@ -161,6 +131,63 @@ def env_step_rows(
         ("substeps", float(env.substeps), "mj_step per control step"),
         ("resets", float(resets), "worlds"),
     ]
+
+
+@contextlib.contextmanager
+def physics_clock():
+    """Within: `boxjax.physics.cpu.step` adds the seconds it takes to the yielded list's one entry."""
+    from boxjax.physics import cpu
+
+    physics_s = [0.0]
+    bare_step = cpu.step
+
+    def timed_step(*args):
+        tick = time.perf_counter()
+        failed = bare_step(*args)
+        physics_s[0] += time.perf_counter() - tick
+        return failed
+
+    cpu.step = timed_step
+    try:
+        yield physics_s
+    finally:
+        cpu.step = bare_step
+
+
+def env_round(env, actions):
+    """(seconds, worlds reset, (steps, worlds, nu) controls, (mocap positions, mocap quaternions) per step)
+    of the env stepping through `actions` (steps, worlds, action size)."""
+    import numpy as np
+
+    steps = len(actions)
+    ctrls = np.empty((steps, actions.shape[1], env.mj_model.nu))
+    mocap = (
+        np.empty((steps, *env.worlds.mocap_pos.shape)),
+        np.empty((steps, *env.worlds.mocap_quat.shape)),
+    )
+    resets = 0.0
+    tick = time.perf_counter()
+    for t in range(steps):
+        resets += env.step(actions[t]).done.sum()
+        ctrls[t] = env.worlds.ctrl
+        mocap[0][t], mocap[1][t] = env.worlds.mocap_pos, env.worlds.mocap_quat
+    return time.perf_counter() - tick, resets, ctrls, mocap
+
+
+def mj_step_loop(env, datas: list, start: tuple, ctrls, mocap) -> float:
+    """Seconds of a Python loop of `mujoco.mj_step` replaying `ctrls` and `mocap` (as `env_round` gives
+    them) over one `MjData` per world from the starting (qpos, qvel) `start`."""
+    import mujoco
+
+    for w, d in enumerate(datas):
+        d.qpos[:], d.qvel[:] = start[0][w], start[1][w]
+    tick = time.perf_counter()
+    for t in range(len(ctrls)):
+        for w, d in enumerate(datas):
+            d.ctrl[:] = ctrls[t, w]
+            d.mocap_pos[:], d.mocap_quat[:] = mocap[0][t, w], mocap[1][t, w]
+            mujoco.mj_step(env.mj_model, d, nstep=env.substeps)
+    return time.perf_counter() - tick
 
 
 def training_figures(
@@ -299,23 +326,19 @@ def main(argv: list[str] | None = None) -> int:
 
     platform.configure("cpu")
     device, available = device_name(), len(os.sched_getaffinity(0))
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    command = "python experiments/bench_cpu.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    path = bench_rows.rows_path(args.out, "cpu", device, date)
+    date = bench_rows.now()
+    command = bench_rows.command("python experiments/bench_cpu.py", argv)
     common = {"bench": "cpu", "device": device, "body": args.body, "task": args.task, "date": date}
     common["versions"] = versions()
     common["commit"] = bench_rows.commit()
-    with open(path, "a") as out:
+    with bench_rows.Writer(bench_rows.rows_path(args.out, "cpu", device, date), common) as out:
 
         def write(metric, value, unit, worlds, cores, cmd=command, **extra):
-            row = {**common, "worlds": worlds, "cores": cores, "metric": metric, "value": value, "unit": unit}
-            row.update(command=cmd, load_avg=os.getloadavg()[0], **extra)
-            out.write(json.dumps(row) + "\n")
-            out.flush()
+            row = {"worlds": worlds, "cores": cores, "metric": metric, "value": value, "unit": unit}
+            out.write({**row, "command": cmd, "load_avg": os.getloadavg()[0], **extra})
             print(f"{metric:34s} {value:12.4g} {unit:18s} cores={cores} worlds={worlds} {extra or ''}")
 
-        env_rows = env_step_rows(args.task, args.body, args.env_worlds, args.env_steps)
-        for metric, value, unit in env_rows:
+        for metric, value, unit in env_step_rows(args.task, args.body, args.env_worlds, args.env_steps):
             write(metric, value, unit, args.env_worlds, 1, threads=1)
         measured = {}
         core_counts = [c for c in map(int, args.cores.split(",")) if c <= available]
@@ -327,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 write(metric, value, unit_of(metric), worlds, cores, cmd, mode=mode, learner_dtype=dtype)
         for metric, value, unit, extra in projections(measured) if measured else []:
             write(metric, value, unit, SEED_WORLDS, SEED_VCPUS, projected=True, **extra)
-    print(f"rows written to {path}")
+    print(f"rows written to {out.path}")
     return 0
 
 

@@ -16,15 +16,14 @@ Compile time is kept out of the steady state; the Warp kernel cache is shared by
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import importlib.metadata
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -37,15 +36,14 @@ WORKER = "import sys; from boxjax.bench import factor; sys.exit(factor.main(sys.
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "factor")
+    bench_rows.add_common_args(p, out=True, cache=True)
     p.add_argument("--model", choices=("mjcf", "synthetic"), default="mjcf", help="boxjax bodies or the tree")
     p.add_argument("--bodies", default="muscular,muscular-fast", help="comma list (with --model mjcf)")
-    p.add_argument("--worlds", default="2048,8192", help="comma list of world counts")
+    bench_rows.add_worlds(p, "2048,8192")
     p.add_argument("--reps", type=int, default=200, help="timed factor+solve replays")
     p.add_argument("--steps", type=int, default=200, help="physics steps per timed scan")
     p.add_argument("--repeats", type=int, default=3, help="timed scans after warm-up (best is kept)")
-    p.add_argument("--out", default=os.path.join("results", "bench"))
-    p.add_argument("--cache", default=None, help="boxjax cache folder (JAX and Warp caches)")
     p.add_argument("--worker", nargs=2, metavar=("BODY", "VARIANT"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -169,7 +167,8 @@ def _scan_steps(mx, steps: int, batch):
 
 def physics(body: str, variant: str, args) -> list[dict]:
     """Runs `physics_worker` in a fresh process and returns its rows."""
-    cmd = [sys.executable, "-c", WORKER, "--worker", body, variant, "--worlds", args.worlds]
+    worlds = ",".join(map(str, args.worlds))
+    cmd = [sys.executable, "-c", WORKER, "--worker", body, variant, "--worlds", worlds]
     cmd += ["--steps", str(args.steps), "--repeats", str(args.repeats)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
     if done.returncode:
@@ -187,9 +186,8 @@ def versions() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     """Measure both figures for every body and world count and write the rows."""
     args = parse(argv)
-    worlds_list = [int(w) for w in args.worlds.split(",")]
     if args.worker:
-        physics_worker(*args.worker, worlds_list, args.steps, args.repeats)
+        physics_worker(*args.worker, args.worlds, args.steps, args.repeats)
         return 0
     from boxjax import platform
 
@@ -199,40 +197,53 @@ def main(argv: list[str] | None = None) -> int:
     import warp as wp
 
     device = wp.get_device("cuda:0").name
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    date = bench_rows.now()
     common = {
         "bench": "factor",
         "device": device,
         "task": "physics",
-        "command": "python experiments/bench_factor.py "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": bench_rows.command("python experiments/bench_factor.py", argv),
         "date": date,
         "versions": versions(),
     }
     bodies = ["synthetic"] if args.model == "synthetic" else args.bodies.split(",")
-    path = bench_rows.rows_path(args.out, "factor", device, date)
-    with open(path, "a") as f:
-
-        def emit(body, worlds, metric, value, unit, variant):
-            row = {**common, "body": body, "worlds": worlds, "metric": metric, "value": value, "unit": unit}
-            f.write(json.dumps({**row, "variant": variant}) + "\n")
-            f.flush()
-            print(f"{body:14s} {worlds:6d} {variant:6s} {metric:20s} {value:12.4g} {unit}", flush=True)
-
+    with bench_rows.Writer(bench_rows.rows_path(args.out, "factor", device, date), common) as out:
         for body in bodies:
-            mj_model, _ = build(body)
-            for worlds in worlds_list:
-                stock_ms, fused_ms, diff = factor_times(mj_model, worlds, args.reps)
-                print(f"{body} {worlds}: max |x_fused - x_stock| / max |x_stock| = {diff:.2e}")
-                emit(body, worlds, "factor_ms", stock_ms, "ms", "stock")
-                emit(body, worlds, "factor_ms", fused_ms, "ms", "fused")
-                emit(body, worlds, "factor_speedup", stock_ms / fused_ms, "x", "fused")
-            for variant in ("stock", "fused"):
-                for row in physics(body, variant, args):
-                    emit(body, row["worlds"], "physics_steps_per_s", row["steps_per_s"], "steps/s", variant)
-                    print(f"  (first call incl. compile {row['compile_s']:.1f} s)")
-    print(f"rows written to {path}")
+            for row in body_rows(body, args):
+                out.write(row)
+                print(
+                    f"{body:14s} {row['worlds']:6d} {row['variant']:6s} {row['metric']:20s} "
+                    f"{row['value']:12.4g} {row['unit']}",
+                    flush=True,
+                )
+    print(f"rows written to {out.path}")
     return 0
+
+
+def body_rows(body: str, args: argparse.Namespace) -> Iterator[dict]:
+    """Both figures of one body at every world count, each row's own fields as soon as measured."""
+
+    def row(worlds: int, metric: str, value: float, unit: str, variant: str) -> dict:
+        return {
+            "body": body,
+            "worlds": worlds,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+            "variant": variant,
+        }
+
+    mj_model, _ = build(body)
+    for worlds in args.worlds:
+        stock_ms, fused_ms, diff = factor_times(mj_model, worlds, args.reps)
+        print(f"{body} {worlds}: max |x_fused - x_stock| / max |x_stock| = {diff:.2e}")
+        yield row(worlds, "factor_ms", stock_ms, "ms", "stock")
+        yield row(worlds, "factor_ms", fused_ms, "ms", "fused")
+        yield row(worlds, "factor_speedup", stock_ms / fused_ms, "x", "fused")
+    for variant in ("stock", "fused"):
+        for measured in physics(body, variant, args):
+            yield row(measured["worlds"], "physics_steps_per_s", measured["steps_per_s"], "steps/s", variant)
+            print(f"  (first call incl. compile {measured['compile_s']:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,8 @@ experiments/block.py.
 
 from __future__ import annotations
 
-import argparse
-
 from boxjax import runs
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import run_main
 
 ENDED = (
@@ -88,12 +87,13 @@ def table(rows: list[dict], count: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table of every run named."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "learn_report")
     p.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl)")
     p.add_argument("--windows", type=int, default=6, help="windows of iterations per run")
     p.add_argument(
         "--iterations", type=int, default=None, help="only each run's first N iterations (runs side by side)"
     )
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     for run in args.runs:
         rows = runs.read_metrics(run)[: args.iterations]

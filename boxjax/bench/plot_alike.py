@@ -9,11 +9,10 @@ arrived, each over a trailing window of iterations.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from boxjax.cli.common import Parser, run_main
+from boxjax.bench import rows as bench_rows
+from boxjax.cli.common import run_main
 from boxjax.runs import read_metrics
 
 PANELS = (
@@ -100,13 +99,14 @@ def draw(
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the band and the compared runs."""
-    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "plot_alike")
     p.add_argument("--band", nargs="+", default=[], help="reference runs (folders or metrics files)")
     p.add_argument("--band-name", default="GPU runs (min to max)")
     p.add_argument("--run", action="append", default=[], help="NAME=PATH of a run compared with the band")
     p.add_argument("--iterations", type=int, default=None, help="only each run's first N iterations")
     p.add_argument("--window", type=int, default=20, help="trailing iterations of each point")
     p.add_argument("--out", default="alike.png")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     if not args.band and not args.run:
         p.error("name runs: --band PATH ... and/or --run NAME=PATH")

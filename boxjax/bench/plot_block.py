@@ -12,9 +12,9 @@ Needs matplotlib (`pip install matplotlib`).
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import run_main
 
 PARTS = ("physics", "vision", "scoring", "ik", "teacher", "other", "update")
@@ -103,9 +103,10 @@ def plot(shapes: dict[tuple, dict[str, float]], out: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, draw."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "plot_block")
     p.add_argument("rows", nargs="+", help="bench_block.py JSON Lines files")
     p.add_argument("--out", default="docs/block-iteration.png")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     shapes = load(args.rows)
     if not shapes:

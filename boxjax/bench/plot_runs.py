@@ -6,23 +6,23 @@ python experiments/plot_runs.py runs/A runs/B ...
 
 from __future__ import annotations
 
-import argparse
 import os
 
-from boxjax.cli.common import Parser, run_main
+from boxjax.bench import rows as bench_rows
+from boxjax.cli.common import run_main
 from boxjax.runs import read_metrics
 from boxjax.viz import curves
 
 
 def main(argv: list[str] | None = None) -> int:
     """Overlay the named runs' curves in one PNG."""
-    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "plot_runs")
     p.add_argument("runs", nargs="+", help="run folders (runs/NAME) holding metrics.jsonl")
     p.add_argument("--out", default="curves.png")
     p.add_argument("--x", choices=("steps", "iterations"), default="steps", help="the horizontal axis")
     p.add_argument("--smooth", type=int, default=1, help="trailing mean over this many iterations")
     p.add_argument("--iterations", type=int, default=None, help="only each run's first N iterations")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     runs = {os.path.basename(os.path.normpath(r)): read_metrics(r)[: args.iterations] for r in args.runs}
     print(f"curves of {len(runs)} run(s) written to {curves.draw(runs, args.out, args.x, args.smooth)}")

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
 import shlex
 import sys
 import time
@@ -42,7 +40,7 @@ below it a difference is not told apart from the replays' noise."""
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "profile_physics")
     p.add_argument("--body", default="muscular", help="boxjax body")
     p.add_argument("--task", choices=("block", "stance"), default="block", help="whose world")
     p.add_argument("--worlds", type=int, default=2048, help="worlds stepped together")
@@ -57,6 +55,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="file to write the fastest block-size variant's --block-dim flags to, after every variant "
         f"(empty if none beats base by {100 * BEST_MIN_GAIN:.0f} %%)",
     )
+    bench_rows.add_common_args(p)
     return p.parse_args(argv)
 
 
@@ -243,9 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(report(row), flush=True)
         if args.out:
-            os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-            with open(args.out, "a") as f:
-                f.write(json.dumps(row) + "\n")
+            bench_rows.write_rows(args.out, [row])
         if args.best_out:  # after every variant: a sweep cut short still names its best so far
             flags = best_block_flags(rows)
             with open(args.best_out, "w") as f:

@@ -20,7 +20,6 @@ name), the prose around it is kept by hand. Blocks (`blocks`):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import glob
@@ -283,10 +282,11 @@ def stale(text: str, texts: dict[str, Callable[[], str]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the blocks of the documents, check them (`--check`) or show one (`--show`)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_rows.parser(__doc__.split("\n")[0], "report")
     p.add_argument("files", nargs="*", help=f"documents (default: {', '.join(DOCS)} of this checkout)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
     p.add_argument("--show", metavar="NAME", default=None, help="print one block and stop")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     texts = blocks()
     if args.show:

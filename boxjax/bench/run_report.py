@@ -10,10 +10,8 @@ appends a solved run's benchmark rows (`solve_rows`) to OUT.jsonl instead, label
 
 from __future__ import annotations
 
-import argparse
-import json
-
 from boxjax import runs
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import run_main
 
 REQUIRED_LABELS = ("device", "body", "task", "worlds", "commit", "caches", "rule", "seed", "command")
@@ -97,27 +95,19 @@ def solve_rows(rows: list[dict], labels: dict) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print each run's summary, the best run (`--best`), or append a run's solve rows (`--rows`)."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "run_report")
     p.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl)")
     p.add_argument("--best", action="store_true", help="print only the run that progressed most")
     p.add_argument("--rows", default=None, help="append the (one) run's solve rows to this JSON Lines file")
-    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
+    bench_rows.add_common_args(p, label=True)
     args = p.parse_args(argv)
     if args.best:
         print(min(args.runs, key=progress_key))
     elif args.rows:
         if len(args.runs) != 1:
             p.error("--rows takes one run")
-        bad = [label for label in args.label if "=" not in label]
-        if bad:
-            p.error(f"--label takes KEY=VALUE, got {bad}")
-        labels = dict(label.split("=", 1) for label in args.label)
-        for key in ("worlds", "unroll", "seed"):
-            if key in labels:
-                labels[key] = int(labels[key])
-        new = solve_rows(runs.read_metrics(args.runs[0]), labels)
-        with open(args.rows, "a") as f:
-            f.writelines(json.dumps(row) + "\n" for row in new)
+        labels = bench_rows.labels_of(p, args.label, integers=("worlds", "unroll", "seed"))
+        new = bench_rows.write_rows(args.rows, solve_rows(runs.read_metrics(args.runs[0]), labels))
         print(f"{len(new)} rows -> {args.rows}")
     else:
         print("\n".join(report(run) for run in args.runs))

@@ -28,7 +28,6 @@ projection until a machine of that size runs it.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -414,17 +413,17 @@ def earlier_table(rows: list[dict], prices: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table, or write a training run's rows (`--from-run`)."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_rows.parser(__doc__.split("\n")[0], "seed_table")
     p.add_argument("--rows", nargs="*", default=None, help="row files (default: results/bench/*.jsonl)")
     p.add_argument("--from-run", default=None, help="a training run folder: write its rows to --out")
-    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a field of every row")
     p.add_argument("--out", default=None, help="rows file --from-run appends to")
     p.add_argument("--all", action="store_true", help="every dated measurement, superseded ones included")
+    bench_rows.add_common_args(p, label=True)
     args = p.parse_args(argv)
     if args.from_run:
         if not args.out:
             p.error("--from-run needs --out")
-        labels = dict(item.partition("=")[::2] for item in args.label)
+        labels = bench_rows.labels_of(p, args.label)
         missing = [k for k in ("device", "platform", "commit", "date", "command") if k not in labels]
         if missing:
             p.error(f"--from-run needs --label for {missing}")
@@ -436,9 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for key in INTEGER_LABELS & labels.keys():
             labels[key] = int(labels[key])
-        with open(args.out, "a") as f:
-            for row in run_rows(runs.read_metrics(args.from_run), labels):
-                f.write(json.dumps(row) + "\n")
+        bench_rows.write_rows(args.out, run_rows(runs.read_metrics(args.from_run), labels))
         return 0
     root = os.path.join(bench_rows.REPO, "results", "bench")
     paths = args.rows if args.rows is not None else sorted(glob.glob(os.path.join(root, "*.jsonl")))

@@ -17,7 +17,6 @@ body, rule, caches and unroll through the mean of each world count, a point per 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import glob
 import json
@@ -175,11 +174,12 @@ def draw_sweep(solves: list[Solve], out: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the cost table of the solve rows; draw the sweep with `--plot`."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "solve_report")
     p.add_argument("rows", nargs="*", help=f"solve rows (JSON Lines; default {DEFAULT_ROWS})")
     p.add_argument("--plot", default=None, help="write the worlds sweep to this PNG")
     p.add_argument("--price", default=None, help="price key in prices.json for every device")
     p.add_argument("--prices", default=None, help="prices file (default boxjax/bench/prices.json)")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     paths = args.rows or sorted(glob.glob(DEFAULT_ROWS))
     solves = read_solves(paths)

@@ -28,7 +28,7 @@ POLICY_RANDOM = "random"
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "solver_iterations")
     p.add_argument("--policy", default=POLICY_RANDOM, help="a checkpoint or policy file, or 'random'")
     p.add_argument("--task", default="block", help="the task whose world runs (with --policy random)")
     p.add_argument("--body", default="muscular", help="the body (with --policy random)")
@@ -36,6 +36,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=120, help="control steps from reset")
     p.add_argument("--action-scale", type=float, default=0.3, help="random actions' bound (of the range's 1)")
     p.add_argument("--seed", type=int, default=0)
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     if args.worlds < 1 or args.steps < 1:
         p.error("--worlds and --steps must be at least 1")

@@ -10,12 +10,8 @@ million steps (prices from boxjax/bench/prices.json) is printed. (`python -m box
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
 import os
-import shlex
-import sys
 import time
 
 from boxjax.bench import rows as bench_rows
@@ -24,15 +20,14 @@ from boxjax.cli import common as cli_common
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--platform", choices=("auto", "cpu", "gpu"), default="auto")
+    p = bench_rows.parser(__doc__, "stance")
+    bench_rows.add_common_args(p, out=True, platform="auto", cache=True, price=True)
     p.add_argument("--bodies", default=None, help="comma list (default: all on GPU, simple on CPU)")
-    p.add_argument("--worlds", default=None, help="comma list of world counts")
+    bench_rows.add_worlds(
+        p, None, "comma list of world counts (default: 1,024 to 8,192 on GPU, 16,64 on CPU)"
+    )
     p.add_argument("--unroll", type=int, default=16, help="control steps per iteration")
     p.add_argument("--repeats", type=int, default=3, help="timed repetitions after warm-up")
-    p.add_argument("--out", default=os.path.join("results", "bench"))
-    p.add_argument("--price", default=None, help="price key of this device in prices.json")
-    p.add_argument("--cache", default=None)
     cli_common.add_warp_arguments(p)
     p.add_argument(
         "--devices",
@@ -54,17 +49,11 @@ def measure(
     if devices > 1:
         return measure_sharded(body, worlds, unroll, repeats, factor, devices)
     import jax
-    import jax.numpy as jnp
 
     from boxjax import envs
-    from boxjax.envs.wrappers import autoreset_step
-    from boxjax.physics import graphs
-    from boxjax.physics import mjx as physics
     from boxjax.rl import ppo
     from boxjax.rl.rollout import init_rollout
-    from boxjax.rl.train_step import init_train_state, make_train_iteration
 
-    rows = []
     tick = time.perf_counter()
     env = envs.make("stance", body=body, num_worlds=worlds, **factor)
     params = env.default_params()
@@ -73,7 +62,22 @@ def measure(
     key = jax.random.PRNGKey(0)
     rs = init_rollout(env, params, key, worlds)
     jax.block_until_ready(rs)
-    rows.append(("model_build_s", time.perf_counter() - tick, "s"))
+    build = [("model_build_s", time.perf_counter() - tick, "s")]
+    steps, best_env = step_rows(env, params, rs.env, worlds, unroll, repeats)
+    return build + steps + iteration_rows(env, config, params, key, rs, best_env, repeats)
+
+
+def step_rows(
+    env, params, first_state, worlds: int, unroll: int, repeats: int
+) -> tuple[list[tuple[str, float, str]], float]:
+    """The physics alone and the env step, `unroll` steps of all `worlds` from the batched reset state
+    `first_state` (zero actions, auto-reset to it): ([physics steps/s, env step ms, the env step against the
+    physics], best seconds of the env's `unroll` steps)."""
+    import jax
+    import jax.numpy as jnp
+
+    from boxjax.envs.wrappers import autoreset_step
+    from boxjax.physics import mjx as physics
 
     @jax.jit
     def physics_only(data, model):
@@ -82,10 +86,8 @@ def measure(
 
         return jax.lax.scan(body_fn, data, None, length=unroll)[0]
 
-    _, best, _ = bench_rows.timed(physics_only, rs.env.data, params.model, repeats=repeats)
-    rows.append(("physics_steps_per_s", worlds * unroll * env.substeps / best, "1/s"))
-
-    first_state = rs.env
+    _, best, _ = bench_rows.timed(physics_only, first_state.data, params.model, repeats=repeats)
+    physics_steps_per_s = worlds * unroll * env.substeps / best
     zero_action = jnp.zeros((worlds, env.action_size), jnp.float32)
 
     @jax.jit
@@ -95,17 +97,35 @@ def measure(
 
         return jax.lax.scan(body_fn, state, None, length=unroll)[0]
 
-    _, best_env, _ = bench_rows.timed(env_only, rs.env, params, repeats=repeats)
-    rows.append(("env_step_ms", 1e3 * best_env / unroll, "ms"))
-    rows.append(("env_step_vs_physics", (best_env / (worlds * unroll * env.substeps)) * rows[1][1], "x"))
+    _, best_env, _ = bench_rows.timed(env_only, first_state, params, repeats=repeats)
+    rows = [
+        ("physics_steps_per_s", physics_steps_per_s, "1/s"),
+        ("env_step_ms", 1e3 * best_env / unroll, "ms"),
+        ("env_step_vs_physics", (best_env / (worlds * unroll * env.substeps)) * physics_steps_per_s, "x"),
+    ]
+    return rows, best_env
 
+
+def iteration_rows(
+    env, config, params, key, rs, best_env: float, repeats: int
+) -> list[tuple[str, float, str]]:
+    """The fused iteration from the rollout state `rs`: compile, graph captures and fused factorisations per
+    iteration, s/iteration (best of `repeats`), steps/s, the update (iteration less the env steps' `best_env`
+    seconds) and overflowing worlds."""
+    import jax
+
+    from boxjax.physics import graphs
+    from boxjax.rl import ppo
+    from boxjax.rl.train_step import init_train_state, make_train_iteration
+
+    worlds, unroll = config.num_envs, config.unroll_length
     ts = init_train_state(env, config, key)
     iteration = make_train_iteration(env, config)
     ts, rs = ppo.own_buffers((ts, rs))
     tick = time.perf_counter()
     ts, rs, metrics = iteration(ts, rs, params)
     jax.block_until_ready(metrics)
-    rows.append(("compile_s", time.perf_counter() - tick, "s"))
+    rows = [("compile_s", time.perf_counter() - tick, "s")]
     ts, rs, metrics = jax.block_until_ready(iteration(ts, rs, params))  # the donated buffers' other set
     engine_before = graphs.snapshot()
     best_it = float("inf")
@@ -120,9 +140,7 @@ def measure(
     rows.append(("s_per_iteration", best_it, "s"))
     rows.append(("steps_per_s", worlds * unroll / best_it, "1/s"))
     rows.append(("update_ms", 1e3 * max(best_it - best_env, 0.0), "ms"))
-    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
-    rows.append(("overflow_worlds", overflow, "worlds"))
-    return rows
+    return rows + [("overflow_worlds", bench_rows.overflow_worlds(metrics), "worlds")]
 
 
 def measure_sharded(
@@ -160,8 +178,7 @@ def measure_sharded(
         best_it = min(best_it, time.perf_counter() - tick)
     rows.append(("s_per_iteration", best_it, "s"))
     rows.append(("steps_per_s", worlds * unroll / best_it, "1/s"))
-    overflow = max((float(v) for k, v in metrics.items() if k.startswith("env/overflow/")), default=0.0)
-    rows.append(("overflow_worlds", overflow, "worlds"))
+    rows.append(("overflow_worlds", bench_rows.overflow_worlds(metrics), "worlds"))
     return rows
 
 
@@ -191,59 +208,49 @@ def markdown(rows: list[dict], price: tuple[str, float] | None) -> str:
     return "\n".join(lines) + "\n\n" + note
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the table for this machine and write its rows."""
-    args = parse(argv)
-    plat = args.platform if args.platform != "auto" else ("gpu" if bench_rows.has_gpu() else "cpu")
-    from boxjax import platform
-
-    platform.configure(plat, args.cache)
-    gpu = plat == "gpu"
-    bodies = (args.bodies or ("simple,muscular-fast,muscular" if gpu else "simple")).split(",")
-    worlds_list = [int(w) for w in (args.worlds or ("1024,2048,4096,8192" if gpu else "16,64")).split(",")]
-    import jax
-
-    device_counts = [len(jax.devices()) if d == "all" else int(d) for d in args.devices.split(",")]
-    device = bench_rows.device_name()
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    command = "python experiments/bench.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+def labels(args: argparse.Namespace, plat: str, device: str, argv: list[str] | None) -> dict:
+    """What every row of this run names before its own fields."""
     common = {
         "bench": "stance",
         "device": device,
         "task": "stance",
         "platform": plat,
-        "command": command,
-        "date": date,
+        "command": bench_rows.command("python experiments/bench.py", argv),
+        "date": bench_rows.now(),
         "versions": bench_rows.versions(),
         "unroll": args.unroll,
         "factor_asked": args.factor,
         "commit": bench_rows.commit(),
     }
-    if not gpu:
+    if plat != "gpu":
         common["cores"] = os.cpu_count()
-    path = bench_rows.rows_path(args.out, "stance", device, date)
-    rows = []
-    with open(path, "a") as f:
-        factor = cli_common.warp_options(args)
+    return common
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the table for this machine and write its rows."""
+    args = parse(argv)
+    plat = bench_rows.resolve_platform(args.platform)
+    from boxjax import platform
+
+    platform.configure(plat, args.cache)
+    gpu = plat == "gpu"
+    bodies = (args.bodies or ("simple,muscular-fast,muscular" if gpu else "simple")).split(",")
+    worlds_list = args.worlds or ([1024, 2048, 4096, 8192] if gpu else [16, 64])
+    import jax
+
+    device_counts = [len(jax.devices()) if d == "all" else int(d) for d in args.devices.split(",")]
+    device = bench_rows.device_name()
+    common = labels(args, plat, device, argv)
+    factor = cli_common.warp_options(args)
+    with bench_rows.Writer(bench_rows.rows_path(args.out, "stance", device, common["date"]), common) as out:
         for body, worlds, devices in itertools.product(bodies, worlds_list, device_counts):
             measured = measure(body, worlds, args.unroll, args.repeats, factor, devices)
-            for metric, value, unit in measured:
-                row = {
-                    **common,
-                    "factor": bench_rows.factor_ran(measured),
-                    "body": body,
-                    "worlds": worlds,
-                    "devices": devices,
-                    "metric": metric,
-                    "value": value,
-                    "unit": unit,
-                }
-                rows.append(row)
-                f.write(json.dumps(row) + "\n")
-                f.flush()
+            factor_ran = bench_rows.factor_ran(measured)
+            out.figures(measured, factor=factor_ran, body=body, worlds=worlds, devices=devices)
             print(f"measured {body} at {worlds} worlds on {devices} device(s)", flush=True)
-    print(markdown(rows, bench_rows.price_of(device, bench_rows.load_prices(), args.price)))
-    print(f"rows written to {path}")
+    print(markdown(out.rows, bench_rows.price_of(device, bench_rows.load_prices(), args.price)))
+    print(f"rows written to {out.path}")
     return 0
 
 

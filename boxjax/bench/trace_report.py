@@ -16,7 +16,6 @@ longest gaps one by one.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import glob
@@ -26,6 +25,7 @@ import json
 import os
 from collections import Counter
 
+from boxjax.bench import rows as bench_rows
 from boxjax.cli.common import run_main
 
 TRACE_NAME = "perfetto_trace.json.gz"
@@ -223,9 +223,10 @@ def report(path: str, top: int = 12) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the summary of one trace."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_rows.parser(__doc__, "trace_report")
     p.add_argument("path", help=f"a {TRACE_NAME} or a folder holding one (the newest is read)")
     p.add_argument("--top", type=int, default=12, help="event names listed per side")
+    bench_rows.add_common_args(p)
     args = p.parse_args(argv)
     print(report(find_trace(args.path), args.top))
     return 0
