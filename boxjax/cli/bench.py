@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     own (stopping at a failure)."""
     argv = list(argv or [])
     if argv and argv[0] in ("-h", "--help"):
-        print(__doc__ + "\ntools:\n" + "\n".join(f"  {k:<13} {v}" for k, v in TOOLS.items()))
+        width = max(map(len, TOOLS))
+        print(__doc__ + "\ntools:\n" + "\n".join(f"  {k:<{width}}  {v}" for k, v in TOOLS.items()))
         return 0
     if argv:
         return run_tool(argv[0], argv[1:])
