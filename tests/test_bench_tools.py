@@ -12,6 +12,7 @@ import pytest
 from boxjax import runs
 from boxjax.bench import (
     block,
+    block_timing,
     cpu,
     learn_report,
     plot_block,
@@ -72,9 +73,9 @@ def test_setup_marks_reach_the_summary_in_order(monkeypatch):
 def test_bench_variants_leave_out_the_part_they_name():
     from boxjax.envs.block import BlockConfig, vision
 
-    for name in (*block.VARIANTS, "no_ik"):
-        env = block.variant_env(name, "simple", 2)
-        assert env.config.ablate == ((block.ABLATED[name],) if name in block.ABLATED else ())
+    for name in (*block_timing.VARIANTS, "no_ik"):
+        env = block_timing.variant_env(name, "simple", 2)
+        assert env.config.ablate == ((block_timing.ABLATED[name],) if name in block_timing.ABLATED else ())
         # the ablated parts return before reading their inputs
         if name == "no_vision":
             np.testing.assert_array_equal(env._see(None), np.zeros(vision.FRAME_SIZE, np.float32))
@@ -110,11 +111,15 @@ def test_warm_up_waits_for_two_quiet_iterations_in_a_row():
         seen = iter(captures)
         return lambda: next(seen)
 
-    assert block.warm_up(counting([0, 0, 5])) == 2  # quiet from the start (the CPU: nothing to capture)
     assert (
-        block.warm_up(counting([3, 0, 2, 0, 0, 7])) == 5
+        block_timing.warm_up(counting([0, 0, 5])) == 2
+    )  # quiet from the start (the CPU: nothing to capture)
+    assert (
+        block_timing.warm_up(counting([3, 0, 2, 0, 0, 7])) == 5
     )  # one quiet iteration between captures is not enough
-    assert block.warm_up(counting([1] * 20), most=8) == 8  # a bench that keeps capturing is timed anyway
+    assert (
+        block_timing.warm_up(counting([1] * 20), most=8) == 8
+    )  # a bench that keeps capturing is timed anyway
 
 
 def test_iteration_table_shows_parts_and_graph_captures():
@@ -323,26 +328,31 @@ def test_teacher_time_leaves_out_the_cost_of_the_call_and_keeps_its_sign_and_spr
     """Best of the targets less best of the bare call, as measured (negative where the call's cost and its
     noise exceed the work, never clamped to 0), with the spread of the two timings (standard deviations
     in quadrature); none with a single repeat; (0, 0) without a teacher."""
-    env = block.variant_env("full", "simple", 2, "untrained")
+    env = block_timing.variant_env("full", "simple", 2, "untrained")
     seconds = iter([[0.005, 0.007], [0.004, 0.004], [0.003, 0.003], [0.004, 0.006], [0.005], [0.004]])
 
     def scripted(fn, *args, repeats):
         return next(seconds)  # targets, then the bare call; three times
 
-    monkeypatch.setattr(block, "_timings", scripted)
-    work_s, spread = block.time_teacher(env, None, None, 2)
+    monkeypatch.setattr(block_timing, "_timings", scripted)
+    work_s, spread = block_timing.time_teacher(env, None, None, 2)
     assert work_s == pytest.approx(0.001) and spread == pytest.approx(2**0.5 * 0.001)
-    work_s, spread = block.time_teacher(env, None, None, 2)
+    work_s, spread = block_timing.time_teacher(env, None, None, 2)
     assert work_s == pytest.approx(-0.001) and spread == pytest.approx(2**0.5 * 0.001)
-    assert block.time_teacher(env, None, None, 1) == (pytest.approx(0.001), None)
-    assert block.time_teacher(block.variant_env("full", "simple", 2), None, None, 1) == (0.0, 0.0)
+    assert block_timing.time_teacher(env, None, None, 1) == (pytest.approx(0.001), None)
+    assert block_timing.time_teacher(block_timing.variant_env("full", "simple", 2), None, None, 1) == (
+        0.0,
+        0.0,
+    )
     monkeypatch.undo()
-    assert len(block._timings(lambda x: x + 1, np.zeros(2), repeats=3)) == 3
+    assert len(block_timing._timings(lambda x: x + 1, np.zeros(2), repeats=3)) == 3
     it = {"compile": 1.0, "iteration": 0.5, "iteration_median": 0.5, "collect": 0.4, "overflow": 0.0}
     it.update(graph_captures=0.0, teacher=-0.016, teacher_sd=0.02)
-    rows = {name: value for name, value, _ in block.iteration_figures(it, 2, 16)}
+    rows = {name: value for name, value, _ in block_timing.iteration_figures(it, 2, 16)}
     assert rows["it_teacher_s"] == -0.016 and rows["it_teacher_sd_s"] == 0.02
-    assert "it_teacher_sd_s" not in {r[0] for r in block.iteration_figures({**it, "teacher_sd": None}, 2, 16)}
+    assert "it_teacher_sd_s" not in {
+        r[0] for r in block_timing.iteration_figures({**it, "teacher_sd": None}, 2, 16)
+    }
 
 
 def _write_trace(path, events) -> str:
@@ -421,10 +431,10 @@ def test_trace_graph_mode_and_substep_calls_need_the_iteration_only_bench():
         assert block.parse([*flag, "--iteration-only"]).iteration_only
     assert block.parse([]).substep_calls == "each"
     physics = {"impl": "warp", "substeps_in_one_call": True, "mj_options": {"ccd_iterations": 12}}
-    env = block.variant_env("full", "simple", 2, physics=physics)
+    env = block_timing.variant_env("full", "simple", 2, physics=physics)
     assert env.backend.substeps_in_one_call
     assert env.default_params().model.opt._impl.ccd_iterations == 12  # MuJoCo Warp's model got it
-    stubbed = block.variant_env("no_vision", "simple", 2, physics=physics)
+    stubbed = block_timing.variant_env("no_vision", "simple", 2, physics=physics)
     assert stubbed.config.ablate == ("vision",) and stubbed.mj_model.opt.ccd_iterations == 12
 
 
