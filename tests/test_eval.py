@@ -186,7 +186,7 @@ def guard_counts():
 
     task = cpu.task_env(CONFIG)
     counts = rollout.cpu_tally(CONFIG, rollout.actor(task, None, False), None, "face", WORLDS, STEPS, 0)
-    env = rollout.ReachedCpuEnv(CONFIG, num_worlds=WORLDS, seed=0)  # the outputs of a CpuEnv
+    env = cpu.CpuEnv(CONFIG, num_worlds=WORLDS, seed=0)
     env.params = policies.forced_kind(env.params, "face")
     env.reset()
     sums, done, fell, restarts = dict.fromkeys(tally.PUNCH_EVENTS, 0.0), 0.0, 0.0, []

@@ -201,11 +201,13 @@ class CpuEnv:
         self.pool_key = jax.random.PRNGKey(self.seed)
         self._refill()
         self.state, self.pool_next = self.pool, self.num_worlds
+        self.reached = self.state
         self._load(self.state, np.arange(self.num_worlds))
         return np.asarray(self.state.obs)
 
     def step(self, action: np.ndarray) -> CpuStep:
-        """One control step of every world with actions (K, A) in [-1, 1]; finished worlds restart at once."""
+        """One control step of every world with actions (K, A) in [-1, 1]; finished worlds restart at once.
+        `reached` then holds every world's state as the step left it, before those restarts (`state`)."""
         action = jnp.asarray(action, jnp.float32)
         writes, draws = _BEFORE(self.task, self.params, self.state, action)
         writes = jax.device_get(writes)
@@ -218,6 +220,7 @@ class CpuEnv:
         state, out = _AFTER(self.task, self.metric_names, self.params, self.state, view, action, draws)
         out = jax.device_get(out)
         ended = np.flatnonzero(out["done"] > 0.5)
+        self.reached = state
         if ended.size:
             state = self._reset_worlds(state, ended)
         self.state = state

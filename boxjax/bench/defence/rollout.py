@@ -57,27 +57,6 @@ def actor(env: Any, config: Any, stochastic: bool) -> Act:
     return sample
 
 
-class ReachedCpuEnv(CpuEnv):
-    """A `CpuEnv` that also keeps the states its last step reached before finished worlds restarted
-    (`reached`), where the task's punch tags are read (its `state` holds the restarted episodes)."""
-
-    _reached = None
-
-    def step(self, action: np.ndarray):
-        """`CpuEnv.step`, remembering the states reached."""
-        self._reached = None
-        return super().step(action)
-
-    def _reset_worlds(self, state, ids):
-        self._reached = state
-        return super()._reset_worlds(state, ids)
-
-    @property
-    def reached(self):
-        """The states the last step reached, every world (before any restart)."""
-        return self.state if self._reached is None else self._reached
-
-
 def _tags(task: Any, params: Any, state: Any) -> dict[str, jax.Array]:
     return jax.vmap(task.punch_tags, in_axes=(None, 0))(params, state)
 
@@ -99,7 +78,7 @@ def cpu_tally(
     """Counts of `worlds` MuJoCo C worlds of the task `config` playing `kind` episodes only for `steps`
     control steps, acting by `act` (the episodes are those of `CpuEnv`'s `seed`; a stochastic policy's
     noise comes from the same seed); `progress(step)` every `PROGRESS_EVERY` steps."""
-    env = ReachedCpuEnv(config, num_worlds=worlds, seed=seed)
+    env = CpuEnv(config, num_worlds=worlds, seed=seed)
     env.params = forced_kind(env.params, kind)
     act = jax.jit(act)
     obs, key = env.reset(), jax.random.fold_in(jax.random.PRNGKey(seed), 1)
