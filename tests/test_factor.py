@@ -30,15 +30,14 @@ RTOL = 1e-5
 """Normwise relative error allowed for a float32 factor/solve against the float64 reference."""
 OUTPUTS = ("qLD", "qLDiagInv", "x")
 EPISODE_TOL = 1e-5
-"""Joint-angle difference (rad) an episode may always show, fused vs stock (`episode_divergence`)."""
-EPISODE_NOISE_FACTOR = 10.0
-"""Fused may part from stock by this many times the episode's noise floor at the same step
-(`episode_divergence`)."""
-EPISODE_HORIZON_RAD = 1e-2
-"""A noise floor past which two runs have parted chaotically (the bodies fall differently): an episode is
-compared step by step up to there, and only for finite states after."""
-EPISODE_MIN_HORIZON = 20
-"""Steps the noise floor must stay below `EPISODE_HORIZON_RAD` for the comparison to mean anything."""
+"""Joint-angle difference (rad) at which a world of an episode has parted from stock (`parting_steps`)."""
+EPISODE_PARTING_SHARE = 1 / 3
+"""Fused must part from stock no sooner than this share of the steps the noise runs take (medians over
+the worlds): round-off parts them at about the same step (a ratio of 0.6 to 1.1 measured), a fault of 1e-4
+in our kernel's solution within a few steps."""
+EPISODE_MIN_PARTING = 10
+"""Steps the noise runs must stay with stock (median over the worlds) for an episode to tell round-off
+from a fault."""
 NOISE_RUNS = ("stock-again", "stock-ulp")
 """Stock runs that differ from "stock" only in what should not matter: the same episode replayed (a GPU's
 atomic adds may sum in another order), and the start rounded one float32 ulp up (round-off of the size a
@@ -556,79 +555,71 @@ def _gpu() -> bool:
 needs_gpu = pytest.mark.skipif("not _gpu()", reason="needs a CUDA GPU for JAX and Warp")
 
 
-def episode_divergence(angles: dict[str, np.ndarray]) -> dict:
-    """How far "fused" parts from "stock" step by step, against the noise floor of the `NOISE_RUNS` present.
-
-    Args:
-      angles: {run: (steps, nworld, nhinge) joint angles}, with "stock", "fused" and noise runs.
-
-    Returns:
-      {"err": (steps,) max |fused - stock|, "floor": (steps,) the largest |noise run - stock| up to each
-      step, "bound": (steps,) max(`EPISODE_TOL`, `EPISODE_NOISE_FACTOR` x floor), "horizon": the steps
-      before the floor first exceeds `EPISODE_HORIZON_RAD`}.
-    """
-
-    def apart(run: str) -> np.ndarray:
-        return np.abs(angles[run] - angles["stock"]).reshape(len(angles["stock"]), -1).max(axis=1)
-
-    noise = np.max([apart(run) for run in NOISE_RUNS if run in angles], axis=0)
-    floor = np.maximum.accumulate(noise)
-    parted = floor > EPISODE_HORIZON_RAD
-    return {
-        "err": apart("fused"),
-        "floor": floor,
-        "bound": np.maximum(EPISODE_TOL, EPISODE_NOISE_FACTOR * floor),
-        "horizon": int(np.argmax(parted)) if parted.any() else len(floor),
-    }
+def parting_steps(angles: dict[str, np.ndarray], run: str) -> np.ndarray:
+    """(nworld,) the first step (1-based) at which each world of `run` stands more than `EPISODE_TOL` from
+    "stock" in some joint angle; steps + 1 where it never does. `angles`: {run: (steps, nworld, nhinge)}."""
+    apart = np.abs(angles[run] - angles["stock"]).max(axis=2) > EPISODE_TOL
+    return np.where(apart.any(axis=0), apart.argmax(axis=0) + 1, len(apart) + 1)
 
 
 def assert_episode_within_noise(angles: dict[str, np.ndarray], name: str) -> None:
-    """Fused within `episode_divergence`'s bound at every step before the horizon, which must be at least
-    `EPISODE_MIN_HORIZON` steps; finite everywhere."""
-    d = episode_divergence(angles)
-    horizon, err, bound, floor = d["horizon"], d["err"], d["bound"], d["floor"]
-    print(
-        f"{name}: {horizon} steps before the noise floor passes {EPISODE_HORIZON_RAD} rad; there fused vs "
-        f"stock at most {err[:horizon].max(initial=0):.3g} rad (floor {floor[max(horizon - 1, 0)]:.3g}), "
-        f"at the last step {err[-1]:.3g} rad (floor {floor[-1]:.3g})"
-    )
+    """Fused parts from stock (`parting_steps`, median over the worlds) no sooner than
+    `EPISODE_PARTING_SHARE` of the steps the noise runs take (`NOISE_RUNS` present; per world the first of
+    them to part), which must be at least `EPISODE_MIN_PARTING`; finite everywhere.
+
+    Chaos (contacts, falls) makes any two float32 runs part sooner or later, and one round-off can part a
+    world at once where a contact is about to be made, so a bound on the angles at a given step is either
+    loose or wrong; the step at which the runs part is what a fault moves. Measured on Warp's CPU device
+    (muscular, 8 worlds, 300 steps): the start one ulp up or down parted at medians of 35.5 and 33 steps,
+    fused at 32.5; our kernel's solution off by 1e-4 parted every world at step 3 (off by 1e-5: 31.5, as
+    round-off does)."""
+    noise = np.min([parting_steps(angles, run) for run in NOISE_RUNS if run in angles], axis=0)
+    fused = parting_steps(angles, "fused")
+    print(f"{name}: parting steps fused {fused.tolist()}, noise {noise.tolist()} (of {len(angles['stock'])})")
     assert np.all(np.isfinite(angles["fused"]))
-    assert horizon >= EPISODE_MIN_HORIZON, f"the noise runs parted from stock by step {horizon + 1}"
-    over = np.flatnonzero(err[:horizon] > bound[:horizon])
-    assert not over.size, f"step {over[0] + 1}: fused vs stock {err[over[0]]:.3g} rad > {bound[over[0]]:.3g}"
+    assert np.median(noise) >= EPISODE_MIN_PARTING, f"the noise runs parted at steps {noise.tolist()}"
+    assert np.median(fused) >= EPISODE_PARTING_SHARE * np.median(noise), (fused.tolist(), noise.tolist())
 
 
-def test_episode_rule_compares_up_to_the_horizon():
-    """`episode_divergence` on made-up runs of 50 steps: the floor is the running max of the larger noise
-    run; fused may sit at 10x the floor, or `EPISODE_TOL`, up to where the floor passes the horizon, and
-    anything after it."""
+def test_episode_rule_compares_when_the_runs_part():
+    """`parting_steps` and `assert_episode_within_noise` on made-up runs of 50 steps and 4 worlds: the
+    noise's parting step per world is the first noise run's; fused may part up to three times as soon
+    (medians)."""
     steps = np.arange(1, 51, dtype=float)[:, None, None]
-    stock = np.zeros((50, 1, 1))
-    again = np.where(steps == 3, 1e-4, 0.0)  # one blip: the floor keeps it
-    ulp = 1e-7 * 2.0 ** (steps / 2)  # passes 1e-2 at step 34
-    fused = np.minimum(9.0 * np.maximum(ulp, np.where(steps >= 3, 1e-4, 0)), 5.0)
-    angles = {"stock": stock, "stock-again": again, "stock-ulp": ulp, "fused": fused}
-    d = episode_divergence(angles)
-    assert d["horizon"] == 33 and d["floor"][2] == d["floor"][3] == 1e-4 and d["bound"][0] == EPISODE_TOL
-    assert_episode_within_noise(angles, "made up")
-    with pytest.raises(AssertionError, match="step 20: fused vs stock"):
-        assert_episode_within_noise({**angles, "fused": np.where(steps == 20, 1.0, fused)}, "made up")
-    with pytest.raises(AssertionError, match="parted from stock by step 1"):
+    stock = np.zeros((50, 4, 1))
+    grow = 1e-7 * 2.0 ** (steps / 2)  # passes 1e-5 at step 14
+    again = np.where(steps >= np.array([30, 60, 60, 60])[None, :, None], 1.0, 0.0)  # world 0 at step 30
+    ulp = grow * np.array([1.0, 1.0, 0.5, 0.01])[None, :, None]  # steps 14, 14, 16, 27
+    angles = {"stock": stock, "stock-again": again, "stock-ulp": ulp, "fused": 2.0 * grow}
+    assert parting_steps(angles, "stock-again").tolist() == [30, 51, 51, 51]
+    assert parting_steps(angles, "fused").tolist() == [12] * 4
+    assert_episode_within_noise(angles, "made up")  # median 12 against a third of 15
+    with pytest.raises(AssertionError, match=r"\[4, 4, 4, 4\]"):
+        assert_episode_within_noise({**angles, "fused": 32.0 * grow}, "made up")  # parted at step 4
+    with pytest.raises(AssertionError, match="the noise runs parted at steps"):
         assert_episode_within_noise({**angles, "stock-ulp": ulp + 1.0}, "made up")
 
 
+CPU_EPISODES = {"synthetic": (100, 2), "muscular": (100, 4)}
+"""(steps, worlds) of each body's episode on Warp's CPU device."""
+
+
 @pytest.mark.skipif("_gpu()", reason="the CPU episode runs where JAX's default backend is the CPU")
-def test_episode_on_cpu_synthetic():
+@pytest.mark.parametrize("name", BODIES)
+def test_episode_on_cpu(name):
     """mjx.step (impl="warp", JAX on CPU: no graph capture, the shim runs every call) stock vs fused,
     judged as the GPU episode is (`assert_episode_within_noise`); Warp's CPU device sums in a fixed order,
-    so the noise floor is the run from the start one float32 ulp up alone (measured at commit time: at
-    most 1.3e-7 rad over the 100 steps, fused vs stock at most 1.0e-6 rad: the bound is `EPISODE_TOL`)."""
+    so the noise run is the start one float32 ulp up alone. Measured at commit time: the synthetic tree
+    never parts (over 100 steps the noise run stays within 1.3e-7 rad of stock, fused within 1.0e-6 rad);
+    the muscular body falls and parts, fused at steps 22, 36, 23, 43 of its 4 worlds, noise at 52, 51, 27,
+    43."""
+    steps, worlds = CPU_EPISODES[name]
     try:
-        runs = {v: episode("synthetic", v, 100, 2) for v in ("stock", "stock-ulp", "fused")}
+        runs = {v: episode(name, v, steps, worlds) for v in ("stock", "stock-ulp", "fused")}
     finally:
         factor_patch.install(False)
-    model = synthetic.tree_model()
-    assert_episode_within_noise({v: _joint_angles(model, q) for v, q in runs.items()}, "cpu episode")
+    model = _model(name)
+    assert_episode_within_noise({v: _joint_angles(model, q) for v, q in runs.items()}, f"cpu {name}")
 
 
 @pytest.mark.gpu
@@ -654,12 +645,12 @@ def _episode_subprocess(
 @needs_gpu
 @pytest.mark.parametrize("name", BODIES)
 def test_gpu_episode_matches_stock(name):
-    """1,000 steps, 8 worlds, same actions: fused vs stock joint angles, step by step, within 10 times the
-    noise floor of two stock runs that differ only in what should not matter (`NOISE_RUNS`: the episode
-    replayed, the start one float32 ulp up), or `EPISODE_TOL`, until that floor passes
-    `EPISODE_HORIZON_RAD`, where the runs have parted chaotically and only finite states are asked for
-    (`assert_episode_within_noise`). The last step alone bounds nothing: there stock and its replay stood
-    0.618 rad apart (muscular, H200, 2026-12-01), and the former bound, 10 times that, could not fail."""
+    """1,000 steps, 8 worlds, same actions: fused must part from stock (joint angles more than `EPISODE_TOL`
+    apart; median over the worlds) no sooner than a third of the steps two stock runs take that differ
+    only in what should not matter (`NOISE_RUNS`: the episode replayed, the start one float32 ulp up),
+    which must take at least `EPISODE_MIN_PARTING` (`assert_episode_within_noise`). The last step alone
+    bounds nothing: there stock and its replay stood 0.618 rad apart (muscular, H200, 2026-12-01), and
+    the former bound, 10 times that, could not fail."""
     model = _model(name)
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
