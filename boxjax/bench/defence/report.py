@@ -125,20 +125,24 @@ def outcome_chart(path: str, panels: Sequence[tuple[str, Defence]], title: str) 
 
 
 def skill_chart(path: str, curves: dict[str, list[dict]], title: str) -> None:
-    """Hit share with its interval against iterations and against training minutes, one line per punch set
-    (`curves`: its name -> rows with iteration, train_minutes and hit {share, low, high}), as a PNG."""
+    """Hit share with its interval (top) and falls per episode (bottom) against iterations and against
+    training minutes, one line per punch set (`curves`: its name -> rows with iteration, train_minutes,
+    hit {share, low, high}, falls and episodes), as a PNG."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6), sharex="col")
     for name, rows in curves.items():
         hit = np.array([[r["hit"]["share"] or 0.0, r["hit"]["low"], r["hit"]["high"]] for r in rows])
         errors = np.abs(hit[:, 1:].T - hit[:, 0])
-        for ax, x in zip(axes, ("iteration", "train_minutes"), strict=True):
+        falls = [r["falls"] / max(r["episodes"], 1) for r in rows]
+        for col, x in enumerate(("iteration", "train_minutes")):
             xs = [np.nan if r[x] is None else r[x] for r in rows]
-            ax.errorbar(xs, hit[:, 0], yerr=errors, marker="o", capsize=3, label=name)
-    axes[0].set_xlabel("iteration (checkpoint step)")
-    axes[1].set_xlabel("training minutes (sum of the iterations' wall time)")
-    axes[0].set_ylabel("hit share of arrived punches")
-    axes[0].legend(fontsize=8)
+            axes[0, col].errorbar(xs, hit[:, 0], yerr=errors, marker="o", capsize=3, label=name)
+            axes[1, col].plot(xs, falls, marker="o", label=name)
+    axes[1, 0].set_xlabel("iteration (checkpoint step)")
+    axes[1, 1].set_xlabel("training minutes (sum of the iterations' wall time)")
+    axes[0, 0].set_ylabel("hit share of arrived punches")
+    axes[1, 0].set_ylabel("falls per face episode")
+    axes[0, 0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
