@@ -31,15 +31,27 @@ def body_arg(text: str) -> str:
     return text
 
 
+def count_arg(text: str) -> int:
+    """A count flag's value (`--envs`, `--unroll`, ...): a positive int, refused at parse time so that the
+    error names the flag rather than the PPOConfig field it sets."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {count}")
+    return count
+
+
 def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
     """Arguments every training command takes; `prog` is the command's name in its usage line."""
     p = Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu", help="where JAX and the physics run")
     p.add_argument("--body", type=body_arg, default="simple", help="muscular | muscular-fast | simple")
-    p.add_argument("--envs", type=int, default=None, help="worlds stepped in parallel")
-    p.add_argument("--unroll", type=int, default=None, help="control steps per world per iteration")
-    p.add_argument("--minibatch", type=int, default=None, help="transitions per gradient step")
-    p.add_argument("--epochs", type=int, default=None, help="passes over each iteration's batch")
+    p.add_argument("--envs", type=count_arg, default=None, help="worlds stepped in parallel")
+    p.add_argument("--unroll", type=count_arg, default=None, help="control steps per world per iteration")
+    p.add_argument("--minibatch", type=count_arg, default=None, help="transitions per gradient step")
+    p.add_argument("--epochs", type=count_arg, default=None, help="passes over each iteration's batch")
     p.add_argument(
         "--devices",
         type=devices_arg,
@@ -59,7 +71,7 @@ def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--seeds",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="K",
         help="train K independent seeds in one program (the fused path, one device): seed 0 from --seed's "
