@@ -1,9 +1,15 @@
 """Errors a newcomer meets first, each naming what they typed: a count flag by its flag, an unknown
 `FIELD=VALUE` override with the valid fields."""
 
+import dataclasses
+
 import pytest
 
-from boxjax.cli import stance
+from boxjax.cli import common, stance
+from boxjax.envs.block.config import BlockConfig
+from boxjax.envs.stance.env import StanceConfig
+from boxjax.envs.walk.env import WalkConfig
+from boxjax.rl.config import PPOConfig
 
 
 @pytest.mark.parametrize("flag", ["--envs", "--unroll", "--minibatch", "--epochs", "--seeds"])
@@ -14,3 +20,14 @@ def test_count_flag_error_names_the_flag(flag, capsys):
     err = capsys.readouterr().err
     assert f"argument {flag}" in err and "positive integer" in err
     assert "PPOConfig" not in err
+
+
+@pytest.mark.parametrize(
+    "defaults", [PPOConfig(), StanceConfig(), BlockConfig(), WalkConfig()], ids=lambda d: type(d).__name__
+)
+def test_unknown_override_lists_the_valid_fields(defaults):
+    with pytest.raises(ValueError) as err:
+        common.field_values(["nosuchfield=1"], defaults)
+    message = str(err.value)
+    assert "nosuchfield" in message
+    assert all(field.name in message for field in dataclasses.fields(defaults))

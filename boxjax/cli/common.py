@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -240,8 +241,10 @@ def field_values(pairs: list[str], defaults: Any) -> dict[str, Any]:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not hasattr(defaults, name):
+            valid = ", ".join(f.name for f in dataclasses.fields(defaults))
             raise ValueError(
-                f"bad override {pair!r}: expected FIELD=VALUE with a field of {type(defaults).__name__}"
+                f"bad override {pair!r}: expected FIELD=VALUE with a field of {type(defaults).__name__}; "
+                f"valid: {valid}"
             )
         out[name] = parse_value(name, text, getattr(defaults, name))
     return out
