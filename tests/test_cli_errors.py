@@ -31,3 +31,18 @@ def test_unknown_override_lists_the_valid_fields(defaults):
     message = str(err.value)
     assert "nosuchfield" in message
     assert all(field.name in message for field in dataclasses.fields(defaults))
+
+
+@pytest.mark.parametrize("what", ["text file", "missing"])
+def test_foreign_init_leaves_no_run_folder(what, tmp_path, monkeypatch, capsys):
+    from boxjax import platform
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(platform, "configure", lambda name, cache=None: None)
+    source = tmp_path / "notes.txt"
+    if what == "text file":
+        source.write_text("not a checkpoint\n")
+    argv = ["--init", str(source), "--name", "foreign", "--iterations", "1"]
+    assert common.run_main(stance.main, argv) == 2
+    assert f"--init {source}" in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "foreign").exists()

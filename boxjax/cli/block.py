@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     config, env, devices = build_cpu(args) if on_workers else build(args)
     task = env.task if on_workers else env  # the BlockEnv: observation layout and params for --init
     name = args.name or f"block-{args.body}-{args.platform}-{config.num_envs}"
+    common.check_init(args)
     out = runs.run_dir(name)
     try:
         init = None if args.resume else init_from.prepare_init(args.init, task, config, out, args.seed)

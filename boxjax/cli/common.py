@@ -288,6 +288,19 @@ def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {**short, **field_values(args.ppo, PPOConfig())}
 
 
+def check_init(args: argparse.Namespace) -> None:
+    """Read `--init`'s meta before the run folder is made, so that a foreign file or a missing path fails
+    with nothing left behind; `--resume` wins over `--init`, which is then not read."""
+    if not args.init or args.resume:
+        return
+    from boxjax.models import checkpoint
+
+    try:
+        checkpoint.read_source_meta(args.init)
+    except (checkpoint.CheckpointMismatchError, FileNotFoundError) as error:
+        raise type(error)(f"--init {args.init}: {error}") from None
+
+
 INPUT_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError)
 """Errors that mean the command line asked for something invalid (status 2)."""
 

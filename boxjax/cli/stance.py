@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     options = env_options(args)
     levels = StanceConfig(**options).levels
     name = args.name or f"stance-{args.body}-{args.platform}-{config.num_envs}"
+    common.check_init(args)
     out = runs.run_dir(name)
     extra = training.progress_columns(levels) + (runs.CPU_PROFILE if args.platform == "cpu" else ())
     progress = runs.open_progress(args, out, extra)

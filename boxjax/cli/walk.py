@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         **options,
     )
     name = args.name or f"walk-{args.body}-{args.platform}-{config.num_envs}"
+    common.check_init(args)
     out = runs.run_dir(name)
     print(
         f"walk: body={args.body} impl={env.backend.impl} devices={len(devices)} worlds={config.num_envs} "
