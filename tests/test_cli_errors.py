@@ -46,3 +46,16 @@ def test_foreign_init_leaves_no_run_folder(what, tmp_path, monkeypatch, capsys):
     assert common.run_main(stance.main, argv) == 2
     assert f"--init {source}" in capsys.readouterr().err
     assert not (tmp_path / "runs" / "foreign").exists()
+
+
+def test_watch_help_lists_the_shipped_blockers(tmp_path, monkeypatch):
+    from boxjax.cli import policies, watch
+
+    shipped = policies.shipped_bodies()
+    assert shipped and "simple" not in shipped
+    text = " ".join(watch.parser().format_help().split())
+    assert "--body simple" not in text
+    assert f"({' | '.join(shipped)})" in text
+    (tmp_path / "block-other.msgpack").write_bytes(b"")
+    monkeypatch.setattr(policies, "SHIPPED_DIR", str(tmp_path))
+    assert "(other)" in " ".join(watch.parser().format_help().split())

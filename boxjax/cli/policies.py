@@ -13,10 +13,19 @@ SHIPPED_DIR = os.path.join(boxjax.DATA_DIR, "blockers")
 """Where the package's trained blockers are: block-BODY.msgpack policy files."""
 
 
+def shipped_bodies() -> list[str]:
+    """The bodies whose trained blocker ships with the package (`SHIPPED_DIR`), sorted."""
+    files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
+    return sorted(
+        f[len("block-") : -len(".msgpack")]
+        for f in files
+        if f.startswith("block-") and f.endswith(".msgpack")
+    )
+
+
 def shipped_blocker(body: str | None) -> str:
     """The package's trained blocker of `body` (a policy file); a clear error without a body or one."""
-    files = os.listdir(SHIPPED_DIR) if os.path.isdir(SHIPPED_DIR) else []
-    have = sorted(f[len("block-") : -len(".msgpack")] for f in files if f.endswith(".msgpack"))
+    have = shipped_bodies()
     if body is None:
         shipped = ", ".join(have) or "none shipped"
         raise ValueError(

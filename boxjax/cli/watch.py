@@ -1,6 +1,6 @@
 """Watch a trained fighter:
 `boxjax watch RUN_OR_CHECKPOINT [--kind face|command|...] [--episodes N] [--out fighter.mp4]`,
-or `boxjax watch --body simple` for the package's trained blocker of that body.
+or `boxjax watch --body BODY` for the package's trained blocker of that body (--body lists those shipped).
 
 RUN_OR_CHECKPOINT is a run folder (runs/NAME: its checkpoints/ are read), a checkpoint directory or a policy
 file (`boxjax export`); its (newest checkpoint's) meta names the task, body and task config,
@@ -41,8 +41,11 @@ def parser() -> common.Parser:
         "source", metavar="RUN_OR_CHECKPOINT", nargs="?", default=None,
         help="runs/NAME, a checkpoint directory or a policy file (default: the shipped blocker of --body)",
     )  # fmt: skip
+    shipped = " | ".join(policies.shipped_bodies()) or "none ships"
     p.add_argument(
-        "--body", default=None, help="without a source: the package's trained blocker of this body"
+        "--body",
+        default=None,
+        help=f"without a source: the package's trained blocker of this body ({shipped})",
     )
     p.add_argument("--kind", default=None, help="block task: face | command | walk | bag | shove")
     p.add_argument("--episodes", type=int, default=1, help="episodes to play, one after another in the video")
