@@ -85,11 +85,13 @@ def _empty_like(t: Any) -> Any:
     return t if isinstance(t, np.ndarray | jax.Array) else np.zeros(t.shape, t.dtype)
 
 
-def save(directory: str, step: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Write `state` (a pytree of arrays) and `meta` (JSON, stamped with `FORMAT`) as checkpoint `step`;
-    waits until written."""
+def save(
+    directory: str, step: int, state: dict[str, Any], meta: dict[str, Any], keep: int | None = 3
+) -> None:
+    """Write `state` (a pytree of arrays) and `meta` (JSON, stamped with `FORMAT`) as checkpoint `step`,
+    keeping the newest `keep` checkpoints in `directory` (None: every one); waits until written."""
     meta = {**meta, "format": FORMAT}
-    with _manager(directory) as mngr:
+    with _manager(directory, max_to_keep=keep) as mngr:
         mngr.save(
             step,
             args=ocp.args.Composite(

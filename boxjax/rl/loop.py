@@ -52,6 +52,8 @@ class RunOptions:
     checkpoint_dir: str | None = None
     """Where checkpoints go: every `checkpoint_every` iterations and at the end."""
     checkpoint_every: int = 50
+    keep_checkpoints: int = 3
+    """Newest checkpoints kept on disk; 0 keeps every one (a skill curve, `boxjax eval RUN --checkpoints`)."""
     resume: str | None = None
     """A checkpoint directory to continue exactly (same body, task and configs, else an error)."""
     init: str | None = None
@@ -76,6 +78,8 @@ class RunOptions:
             raise ValueError(f"RunOptions.iterations must be >= 0, got {self.iterations}")
         if self.checkpoint_every <= 0:
             raise ValueError(f"RunOptions.checkpoint_every must be positive, got {self.checkpoint_every}")
+        if self.keep_checkpoints < 0:
+            raise ValueError(f"RunOptions.keep_checkpoints must be >= 0, got {self.keep_checkpoints}")
         if self.policy_every <= 0:
             raise ValueError(f"RunOptions.policy_every must be positive, got {self.policy_every}")
         if self.max_skipped_updates <= 0:

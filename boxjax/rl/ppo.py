@@ -261,6 +261,7 @@ def _save(
     rollout_state: RolloutState,
     meta: dict[str, Any],
     dp: sharding.DataParallel | None,
+    keep: int | None,
 ) -> bool:
     """Checkpoint `step`, always in the one-device layout; refused (with a printed line, False) when any
     value is not finite, so the newest checkpoint on disk is always the last good one."""
@@ -269,7 +270,7 @@ def _save(
     state = jax.device_get({"train": train_state, "rollout": rollout_state})
     if guard.refuse_checkpoint(step, state):
         return False
-    checkpoint.save(directory, step, state, meta)
+    checkpoint.save(directory, step, state, meta, keep)
     return True
 
 
@@ -351,7 +352,8 @@ def train_run(
     meta = run_meta(env, config)
 
     def save(step: int) -> bool:
-        return _save(options.checkpoint_dir, step, run.train_state, run.rollout_state, meta, dp)
+        keep = options.keep_checkpoints or None
+        return _save(options.checkpoint_dir, step, run.train_state, run.rollout_state, meta, dp, keep)
 
     first = seeds.iterations_done(run.train_state)
     sizes = (config.num_epochs * config.num_minibatches, config.batch_size)

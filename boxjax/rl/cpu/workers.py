@@ -214,7 +214,7 @@ class _Completed:
     key: jax.Array
 
 
-def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> bool:
+def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict, keep: int | None = 3) -> bool:
     """Checkpoint the last completed iteration; refused (False, with a printed line) when any value is
     non-finite (`guard.refuse_checkpoint`)."""
     state = buffers.state[done.iteration % len(buffers.state)].read()
@@ -228,7 +228,7 @@ def _save(directory: str, buffers: Buffers, done: _Completed, meta: dict) -> boo
     )
     if guard.refuse_checkpoint(done.iteration, {"train": train}):
         return False
-    checkpoint.save(directory, done.iteration, {"train": train}, meta)
+    checkpoint.save(directory, done.iteration, {"train": train}, meta, keep)
     return True
 
 
@@ -383,13 +383,13 @@ def train(
 
         def save(step: int) -> bool:
             run.saved = step  # tried: a refused checkpoint is not tried again on the way out
-            return _save(options.checkpoint_dir, buffers, run.done, meta)
+            return _save(options.checkpoint_dir, buffers, run.done, meta, options.keep_checkpoints or None)
 
         sizes = (config.num_epochs * config.num_minibatches, config.batch_size)
         outcome = loop.drive(run.next_iteration, save, options, run.done.iteration, sizes, stamps)
     finally:  # on any exit, Ctrl-C and dead workers included: keep the last completed iteration
         if options.checkpoint_dir and run.done.iteration > run.saved:
-            _save(options.checkpoint_dir, buffers, run.done, meta)
+            _save(options.checkpoint_dir, buffers, run.done, meta, options.keep_checkpoints or None)
         final = buffers.state[run.done.iteration % len(buffers.state)].read()
         if team is not None:
             team.close()
