@@ -26,6 +26,46 @@ CPU_PROFILE = (
 """Per-iteration profile of the CPU path shown in the progress line (all of it is in the JSONL)."""
 
 
+PROGRESS_LEGEND = (
+    ("[i/N]", "iteration i of --iterations N, with its bar"),
+    ("s/it", "wall seconds per iteration"),
+    ("steps/s", "environment steps (worlds x control steps) per wall second"),
+    ("ret", "mean return of the episodes that ended this iteration"),
+    ("fall", "share of those episodes that ended in a fall (%)"),
+    ("ep", "their mean length (control steps)"),
+    ("nan, skip", "worlds turned non-finite, updates skipped as non-finite (shown when not 0)"),
+    ("caps", "worlds whose solver stopped at an iteration cap, a warning (shown when not 0)"),
+    ("ETA", "seconds left to --iterations at this pace"),
+)
+"""What the progress line's own columns mean (abbreviation, meaning with unit); a task adds its `extra`."""
+
+
+def progress_legend(extra: tuple[tuple[str, str, str], ...] = ()) -> str:
+    """The progress line's legend for a training command's --help: its own columns and the task's `extra`
+    (figure, format, name), each with its unit (read from the format) or as a count per iteration."""
+    rows = list(PROGRESS_LEGEND[:-1])
+    for key, fmt, name in extra:
+        abbreviation, _, value = fmt.partition(" ")
+        tail = value.rpartition("}")[2]
+        if value.endswith("%}"):
+            unit = "%"
+        elif tail.startswith("/"):
+            unit = "out of the number after the slash"
+        elif tail:
+            unit = tail
+        elif key.startswith("count/") or key == "overflow":
+            unit = "count per iteration"
+        else:
+            unit = ""
+        rows.append((abbreviation, f"{name} ({unit})" if unit else name))
+    rows.append(PROGRESS_LEGEND[-1])
+    width = max(len(abbreviation) for abbreviation, _ in rows)
+    lines = [f"  {abbreviation:<{width}}  {meaning}" for abbreviation, meaning in rows]
+    return "progress line, one per iteration (every figure is in runs/NAME/metrics.jsonl):\n" + "\n".join(
+        lines
+    )
+
+
 def read_metrics(run: str) -> list[dict[str, Any]]:
     """The per-iteration rows of a run folder (its metrics.jsonl, or metrics.jsonl.gz) or of a metrics file
     itself (.jsonl or .jsonl.gz, as kept in results/logs/)."""

@@ -59,3 +59,26 @@ def test_watch_help_lists_the_shipped_blockers(tmp_path, monkeypatch):
     (tmp_path / "block-other.msgpack").write_bytes(b"")
     monkeypatch.setattr(policies, "SHIPPED_DIR", str(tmp_path))
     assert "(other)" in " ".join(watch.parser().format_help().split())
+
+
+@pytest.mark.parametrize(
+    ("task", "abbreviations"),
+    [
+        ("stance", ["amp", "cwait", "ar"]),
+        ("block", ["rec", "ovf", "cwait", "ar"]),
+        ("walk", ["verr", "yerr"]),
+    ],
+)
+def test_train_help_explains_the_progress_line(task, abbreviations, capsys):
+    import importlib
+
+    module = importlib.import_module(f"boxjax.cli.{task}")
+    with pytest.raises(SystemExit):
+        module.main(["--help"])
+    legend = capsys.readouterr().out.partition("progress line, one per iteration")[2]
+    rows = {line.split()[0]: line for line in legend.splitlines() if line.strip()}
+    for abbreviation in ["s/it", "steps/s", "ret", "fall", "ep", "ETA", *abbreviations]:
+        assert abbreviation in rows, abbreviation
+    assert "(s)" in rows.get("cwait", "(s)") and "count per iteration" in rows.get(
+        "ovf", "count per iteration"
+    )

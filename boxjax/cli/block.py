@@ -38,6 +38,7 @@ from boxjax.envs.block import training
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = common.base_parser(__doc__, "boxjax train --task block")
+    parser.epilog = runs.progress_legend(training.PROGRESS + runs.CPU_PROFILE)
     common.add_warp_arguments(parser)
     parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
     parser.add_argument(

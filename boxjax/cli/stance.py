@@ -58,6 +58,7 @@ def effective_settings(config, options: dict) -> dict:
 def arguments(argv: list[str] | None = None):
     """The parsed command line."""
     parser = common.base_parser(__doc__, "boxjax train --task stance")
+    parser.epilog = runs.progress_legend(training.progress_columns(0) + runs.CPU_PROFILE)
     parser.add_argument("--keep-going", action="store_true", help="do not stop when solved")
     parser.add_argument(
         "--rule",

@@ -19,6 +19,7 @@ from boxjax.envs.walk import training
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = common.base_parser(__doc__, "boxjax train --task walk")
+    parser.epilog = runs.progress_legend(training.PROGRESS)
     common.add_warp_arguments(parser)
     args = parser.parse_args(argv)
     common.check_warp_arguments(parser, args)
