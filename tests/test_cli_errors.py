@@ -82,3 +82,9 @@ def test_train_help_explains_the_progress_line(task, abbreviations, capsys):
     assert "(s)" in rows.get("cwait", "(s)") and "count per iteration" in rows.get(
         "ovf", "count per iteration"
     )
+
+
+def test_a_refused_ppo_config_names_the_flags_that_set_its_fields():
+    args = stance.arguments(["--envs", "4", "--unroll", "5", "--minibatch", "3"])
+    with pytest.raises(ValueError, match=r"\(set by --envs, --unroll, --minibatch\)"):
+        stance.ppo_config(args)

@@ -138,11 +138,11 @@ def task_fields(args) -> dict:
 def build(args):
     """(PPOConfig, BlockEnv, device count) from the arguments: the platform's defaults, then overrides."""
     from boxjax import envs
-    from boxjax.rl import ppo, sharding
+    from boxjax.rl import sharding
 
     fields = task_fields(args)
     defaults = training.fused_ppo_defaults(args.platform, teacher=bool(fields["teacher"]))
-    config = ppo.PPOConfig(**{**defaults, **common.ppo_overrides(args)})
+    config = common.ppo_config({**defaults, **common.ppo_overrides(args)})
     devices = len(sharding.resolve_devices(config.num_devices))
     env = envs.make(
         "block",
@@ -162,13 +162,12 @@ def build_cpu(args):
     distil them), then the overrides."""
     from boxjax.envs.block.env import BlockConfig
     from boxjax.envs.cpu import CpuEnv
-    from boxjax.rl import ppo
 
     fields = task_fields(args)
     worlds = common.cpu_worlds(args, training.CPU_WORLDS)
     overrides = {**common.ppo_overrides(args), "num_envs": worlds}
     defaults = training.workers_ppo_defaults(worlds, overrides.get("unroll_length"), bool(fields["teacher"]))
-    config = ppo.PPOConfig(**{**defaults, **overrides})
+    config = common.ppo_config({**defaults, **overrides})
     return config, CpuEnv(BlockConfig(body=args.body, **fields)), 1
 
 

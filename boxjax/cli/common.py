@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -272,20 +273,37 @@ def parse_value(name: str, text: str, default: Any) -> Any:
         raise ValueError(f"bad value {text!r} for {name}: expected {kind}") from None
 
 
+PPO_FLAGS = {
+    "envs": "num_envs",
+    "unroll": "unroll_length",
+    "minibatch": "minibatch_size",
+    "epochs": "num_epochs",
+    "devices": "num_devices",
+    "seeds": "num_seeds",
+}
+"""The short flags that set a PPOConfig field: {flag without dashes: field}."""
+
+
 def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """PPOConfig fields given on the command line (the short flags and any `--ppo FIELD=VALUE`)."""
     from boxjax.rl.config import PPOConfig
 
-    names = {
-        "envs": "num_envs",
-        "unroll": "unroll_length",
-        "minibatch": "minibatch_size",
-        "epochs": "num_epochs",
-        "devices": "num_devices",
-        "seeds": "num_seeds",
-    }
-    short = {field: getattr(args, arg) for arg, field in names.items() if getattr(args, arg) is not None}
+    short = {field: getattr(args, arg) for arg, field in PPO_FLAGS.items() if getattr(args, arg) is not None}
     return {**short, **field_values(args.ppo, PPOConfig())}
+
+
+def ppo_config(fields: dict[str, Any]) -> Any:
+    """`PPOConfig(**fields)`; a refusal that names fields the short flags set names those flags too, since
+    the command line spoke of --envs, not of num_envs."""
+    from boxjax.rl.config import PPOConfig
+
+    try:
+        return PPOConfig(**fields)
+    except ValueError as error:
+        flags = [f"--{arg}" for arg, field in PPO_FLAGS.items() if re.search(rf"\b{field}\b", str(error))]
+        if not flags:
+            raise
+        raise ValueError(f"{error} (set by {', '.join(flags)})") from None
 
 
 def check_init(args: argparse.Namespace) -> None:

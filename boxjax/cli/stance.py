@@ -20,7 +20,6 @@ from boxjax.envs.stance import training
 def ppo_config(args):
     """The run's PPOConfig: the task's defaults for this platform (`training.ppo_defaults`), then the
     command line's sizes and `--ppo` values."""
-    from boxjax.rl import ppo
 
     overrides = common.ppo_overrides(args)
     if args.platform == "cpu":
@@ -29,7 +28,7 @@ def ppo_config(args):
     else:
         worlds = None
     defaults = training.ppo_defaults(args.platform, worlds, overrides.get("unroll_length"))
-    return ppo.PPOConfig(**{**defaults, **overrides})
+    return common.ppo_config({**defaults, **overrides})
 
 
 def env_options(args) -> dict:

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from boxjax.envs.walk.env import WalkConfig
     from boxjax.rl import ppo, sharding
 
-    config = ppo.PPOConfig(**{**training.ppo_defaults(args.platform), **common.ppo_overrides(args)})
+    config = common.ppo_config({**training.ppo_defaults(args.platform), **common.ppo_overrides(args)})
     options = common.field_values(args.env, WalkConfig())
     devices = sharding.resolve_devices(config.num_devices)
     env = envs.make(
