@@ -80,6 +80,10 @@ def base_parser(description: str, prog: str) -> argparse.ArgumentParser:
         "key, seed s from jax.random.fold_in(that key, s); figures per seed as seed<s>/NAME; default 1",
     )
     p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument(
+        "--keep-checkpoints", type=int, default=3, metavar="N",
+        help="newest checkpoints kept (default 3); 0 keeps every one (`boxjax eval RUN --checkpoints`)",
+    )  # fmt: skip
     p.add_argument("--stop-on-overflow", action="store_true", help="stop the run when any world overflows")
     p.add_argument(
         "--stop-on-nan", action="store_true", help="stop the run when any world's state turns non-finite"
@@ -364,6 +368,7 @@ def run_options(args: argparse.Namespace, out: str, **fields: Any) -> Any:
         minutes=args.minutes,
         checkpoint_dir=os.path.join(out, "checkpoints"),
         checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
         resume=args.resume,
         stop_on_nan=args.stop_on_nan,
         stop_on_overflow=args.stop_on_overflow,
