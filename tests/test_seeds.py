@@ -144,7 +144,7 @@ def test_checkpoints_hold_every_seed_resume_exactly_and_a_plain_model_starts_eve
         ppo.train_run(PointReach(), three, KEY, iterations=ITERATIONS, resume=ckpt)
     one, plain = str(tmp_path / "one"), plain_run(0)[0]
     meta = ppo.run_meta(PointReach(), CONFIG)
-    assert ppo._save(one, ITERATIONS, plain.train_state, plain.rollout_state, meta, None)
+    assert ppo._save(one, ITERATIONS, plain.train_state, plain.rollout_state, meta, None, None)
     started, _ = ppo.train_run(PointReach(), TWO, KEY, iterations=0, init=one)
     for seed in range(2):
         _assert_close(seeds.take(started.train_state.params, seed), plain.train_state.params, exact=True)
