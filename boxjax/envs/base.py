@@ -17,6 +17,14 @@ Optionally, a curriculum whose state lives in the training state (never in Pytho
 
 `boxjax.rl.ppo` needs nothing else: an environment written for MuJoCo Playground (``reset(key)``,
 ``step(state, action)``) trains unchanged through `from_playground`.
+
+Several learners (`boxjax.rl.agents`): an environment whose worlds hold more than one learning agent names
+them in ``agents: tuple[Agent, ...]``. The first is the *primary* agent: ``observation_size``,
+``action_size``, ``State.obs`` and ``State.reward`` are its, so every single-agent tool (evaluation, the
+watch, a single-agent run) sees the primary agent as it would in a one-agent env. The others' observations
+and rewards after each step are ``State.others[name]`` (`AgentStep`); episodes end for all agents at once
+(``done``, ``truncation``). ``step`` takes either the primary's (A,) action, the co-agents then taking
+their zero action, or a dict of every agent's action by name (`split_action`).
 """
 
 from __future__ import annotations
@@ -145,6 +153,25 @@ step): summed over worlds and steps, not averaged, into the iteration's figures 
 `EpisodeSummary.counts`."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Agent:
+    """One learner an environment names: its name and the sizes of its observation and action."""
+
+    name: str
+    observation_size: int
+    action_size: int
+
+
+@struct.dataclass
+class AgentStep:
+    """What a co-agent (an agent after the primary one) got from one step of its world."""
+
+    obs: jax.Array
+    """(obs_size,) float32 its observation after this step."""
+    reward: jax.Array
+    """() float32 its reward of this step."""
+
+
 @struct.dataclass
 class State:
     """One world's environment state. Leaves gain a leading (num_envs,) axis under vmap."""
@@ -163,6 +190,8 @@ class State:
     """Named () float32 per-step figures (reward terms, contact counts...), averaged per iteration."""
     info: Any
     """Typed task information (a task-specific `flax.struct` dataclass)."""
+    others: dict[str, AgentStep] | None = None
+    """The co-agents' observations and rewards by name (an env with several `agents`); None with one."""
 
 
 @struct.dataclass
@@ -206,6 +235,35 @@ class Env(Protocol):
     def step(self, params: Any, state: State, action: jax.Array) -> State: ...
 
 
+PRIMARY_AGENT = "policy"
+"""The name of a single-agent env's one agent (`agents_of`)."""
+
+
+def agents_of(env: Env) -> tuple[Agent, ...]:
+    """The learners `env` names (`agents`, the primary first), or its one agent (`PRIMARY_AGENT`)."""
+    named = getattr(env, "agents", None)
+    if named:
+        return tuple(named)
+    return (Agent(PRIMARY_AGENT, int(env.observation_size), int(env.action_size)),)
+
+
+def co_agents(env: Env) -> tuple[Agent, ...]:
+    """The agents of `env` after the primary one (empty for a single-agent env)."""
+    return agents_of(env)[1:]
+
+
+def split_action(agents: tuple[Agent, ...], action: Any) -> dict[str, jax.Array]:
+    """Every agent's action of one world by name: a dict must name exactly `agents`; an array is the primary
+    agent's, the co-agents taking their zero action. For an env's `step`."""
+    if not isinstance(action, dict):
+        action = {agents[0].name: action}
+        action.update({a.name: jnp.zeros((a.action_size,), jnp.float32) for a in agents[1:]})
+    names = [a.name for a in agents]
+    if sorted(action) != sorted(names):
+        raise ValueError(f"actions for agents {sorted(action)}; the env's agents are {names}")
+    return action
+
+
 @struct.dataclass
 class NoCurriculum:
     """Curriculum state of an environment that has none."""
@@ -222,11 +280,25 @@ def reset_nonfinite(backend: Any, data: Any, qpos: jax.Array) -> tuple[Any, jax.
 
 
 def guarded_state(
-    data: Any, obs: jax.Array, reward: jax.Array, fell, timeout, finite: jax.Array, metrics: dict, info: Any
+    data: Any,
+    obs: jax.Array,
+    reward: jax.Array,
+    fell,
+    timeout,
+    finite: jax.Array,
+    metrics: dict,
+    info: Any,
+    others: dict[str, AgentStep] | None = None,
 ) -> State:
-    """A step's `State`: observation and reward zero where the state was not finite, and such a world ended
-    (done and truncated: an episode cut short, never a fall) beside a fall or the time limit."""
+    """A step's `State`: observations and rewards (the co-agents' `others` too) zero where the state was not
+    finite, and such a world ended (done and truncated: an episode cut short, never a fall) beside a fall or
+    the time limit."""
     nonfinite = 1.0 - finite.astype(jnp.float32)
+    if others is not None:
+        others = {
+            k: AgentStep(obs=jnp.where(finite, v.obs, 0.0), reward=jnp.where(finite, v.reward, 0.0))
+            for k, v in others.items()
+        }
     return State(
         data=data,
         obs=jnp.where(finite, obs, 0.0),
@@ -235,6 +307,7 @@ def guarded_state(
         truncation=jnp.maximum(timeout, nonfinite),
         metrics=metrics,
         info=info,
+        others=others,
     )
 
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from mujoco import mjx
 
-from boxjax.envs.base import NONFINITE_METRIC, Env, EpisodeSummary, State
+from boxjax.envs.base import NONFINITE_METRIC, AgentStep, Env, EpisodeSummary, State
 
 
 def _is_mjx_data(x: Any) -> bool:
@@ -41,9 +41,11 @@ def batch_reset(env: Env, params: Any, keys: jax.Array) -> State:
 
 
 def nonfinite(state: State) -> jax.Array:
-    """() bool: one world's stepped state is unusable: its observation or reward is not finite, or the
-    task's own guard reported non-finite physics (its `NONFINITE_METRIC` figure)."""
+    """() bool: one world's stepped state is unusable: an observation or reward (the co-agents' too) is not
+    finite, or the task's own guard reported non-finite physics (its `NONFINITE_METRIC` figure)."""
     bad = ~jnp.all(jnp.isfinite(state.obs)) | ~jnp.isfinite(state.reward)
+    for other in (state.others or {}).values():
+        bad = bad | ~jnp.all(jnp.isfinite(other.obs)) | ~jnp.isfinite(other.reward)
     flag = state.metrics.get(NONFINITE_METRIC)
     return bad if flag is None else bad | (flag > 0.5)
 
@@ -55,7 +57,16 @@ def neutralize(stepped: State, before: State, bad: jax.Array) -> State:
     flag = bad.astype(jnp.float32)
     metrics = {k: jnp.where(jnp.isfinite(v), v, 0.0) for k, v in stepped.metrics.items()}
     metrics[NONFINITE_METRIC] = flag
+    others = None
+    if stepped.others is not None:
+        others = {
+            name: AgentStep(
+                obs=jnp.where(bad, before.others[name].obs, now.obs), reward=jnp.where(bad, 0.0, now.reward)
+            )
+            for name, now in stepped.others.items()
+        }
     return stepped.replace(
+        others=others,
         obs=jnp.where(bad, before.obs, stepped.obs),
         reward=jnp.where(bad, 0.0, stepped.reward),
         done=jnp.maximum(stepped.done, flag),
