@@ -88,3 +88,14 @@ def test_a_refused_ppo_config_names_the_flags_that_set_its_fields():
     args = stance.arguments(["--envs", "4", "--unroll", "5", "--minibatch", "3"])
     with pytest.raises(ValueError, match=r"\(set by --envs, --unroll, --minibatch\)"):
         stance.ppo_config(args)
+
+
+def test_ppo_num_envs_sizes_the_cpu_path_or_is_refused_beside_a_count_it_contradicts():
+    config = stance.ppo_config(stance.arguments(["--ppo", "num_envs=16"]))
+    assert config.num_envs == 16 and config.minibatch_size == 16 * config.unroll_length // 4
+    same = stance.arguments(["--envs", "16", "--ppo", "num_envs=16", "--collectors", "2", "--worlds", "8"])
+    assert stance.ppo_config(same).num_envs == 16
+    with pytest.raises(ValueError, match="--envs 8 and --ppo num_envs=16 ask for different worlds"):
+        stance.ppo_config(stance.arguments(["--envs", "8", "--ppo", "num_envs=16"]))
+    with pytest.raises(ValueError, match=r"--ppo num_envs=16 != --collectors 1 x --worlds 4"):
+        stance.ppo_config(stance.arguments(["--ppo", "num_envs=16", "--worlds", "4"]))

@@ -207,13 +207,30 @@ def add_cpu_arguments(parser: argparse.ArgumentParser, default_worlds: int, fuse
 
 
 def cpu_worlds(args: argparse.Namespace, default_worlds: int) -> int:
-    """Total worlds N x K from --collectors, --worlds and --envs (which must agree when both are given);
-    `default_worlds` K per collector when neither is given."""
-    if args.worlds is not None and args.envs is not None and args.worlds * args.collectors != args.envs:
-        raise ValueError(f"--envs {args.envs} != --collectors {args.collectors} x --worlds {args.worlds}")
+    """Total worlds N x K from --collectors, --worlds and --envs or `--ppo num_envs=` (which must agree when
+    more than one is given); `default_worlds` K per collector when none is."""
+    envs, given = requested_envs(args)
+    if args.worlds is not None and envs is not None and args.worlds * args.collectors != envs:
+        raise ValueError(f"{given} != --collectors {args.collectors} x --worlds {args.worlds}")
     if args.worlds is not None:
         return args.worlds * args.collectors
-    return args.envs if args.envs is not None else default_worlds * args.collectors
+    return envs if envs is not None else default_worlds * args.collectors
+
+
+def requested_envs(args: argparse.Namespace) -> tuple[int | None, str]:
+    """(worlds, the flag as given, e.g. '--envs 64'): --envs, or `--ppo num_envs=`, which sets the same
+    field and on the CPU path also sizes the collectors; (None, "") when neither is given. Refuses the two
+    giving different counts."""
+    from boxjax.rl.config import PPOConfig
+
+    from_ppo = field_values(args.ppo, PPOConfig()).get("num_envs")
+    if from_ppo is not None and args.envs is not None and from_ppo != args.envs:
+        raise ValueError(
+            f"--envs {args.envs} and --ppo num_envs={from_ppo} ask for different worlds: give one of them"
+        )
+    if args.envs is not None:
+        return args.envs, f"--envs {args.envs}"
+    return (from_ppo, f"--ppo num_envs={from_ppo}") if from_ppo is not None else (None, "")
 
 
 def workers_config(args: argparse.Namespace) -> Any:
