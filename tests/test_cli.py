@@ -179,11 +179,34 @@ def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = curves.write_curves(str(tmp_path / "a"))
     assert path.endswith("curves.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    titles = [title for title, _ in curves.panels_with_data({"a": rows})]
-    assert titles == ["episode return", "fall rate", "curriculum level", "s / iteration", "problem worlds"]
+    titles = [panel.title for panel, _ in curves.panels_with_data({"a": rows})]
+    assert titles == ["episode return", "falls", "curriculum level", "s / iteration"]  # no problem world
     out = str(tmp_path / "both.png")
     assert plot_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
     assert os.path.getsize(out) > 10_000
+
+
+def test_curves_name_their_units_draw_falls_in_percent_and_leave_flat_task_figures_out():
+    import matplotlib.pyplot as plt
+
+    from boxjax.viz import curves
+
+    rows = [
+        {"iteration": i, "env_steps": 64 * i, "episode/return": 10.0 * i, "episode/fall_rate": 1.0 - 0.1 * i,
+         "curriculum/level": 0.0, "count/blocks": float(i % 3), "count/punches": 4.0, "count/goals": 0.0,
+         "s_per_iteration": 0.2, "env/nonfinite_worlds": 0.0}
+        for i in range(1, 6)
+    ]  # fmt: skip
+    fig = curves.figure({"run": rows})
+    drawn = [ax for ax in fig.axes if ax.get_title()]
+    titles = [ax.get_title() for ax in drawn]
+    assert titles == ["episode return", "falls", "events per iteration", "s / iteration"]
+    assert all(ax.get_ylabel() for ax in drawn), [ax.get_ylabel() for ax in drawn]
+    falls = drawn[1]
+    assert "%" in falls.get_ylabel()
+    assert falls.lines[0].get_ydata().tolist() == pytest.approx([90.0, 80.0, 70.0, 60.0, 50.0])
+    assert [line.get_label() for line in drawn[2].lines] == ["run: blocks"]  # punches 4 and goals 0 flat
+    plt.close(fig)
 
 
 def test_iterations_without_an_ended_episode_are_gaps_in_the_curves_not_zeros():

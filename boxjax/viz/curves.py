@@ -3,28 +3,71 @@
     boxjax bench plot_runs runs/A runs/B ... [--out curves.png]       (or python experiments/plot_runs.py)
 
 Every training CLI also draws its own run's curves to runs/NAME/curves.png when it ends (`write_curves`).
-Panels: episode return, fall rate, the task's progress (curriculum level, or blocks and punches, or walking
-error), seconds per iteration, and overflowing / non-finite worlds; a panel whose figures no run has is left
-out. The x axis is environment steps.
+Panels: episode return, falls (% of the episodes that ended, as the progress line prints them), the task's
+progress (curriculum level, or blocks and punches, or walking error), seconds per iteration, and overflowing /
+non-finite worlds; each y axis names its unit. A panel whose figures no run has is left out, and so is a
+task figure that never moves in any run (a curriculum that stayed at its level, goals of episodes without
+goals, no problem worlds): its flat line would say nothing. The x axis is environment steps.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+from typing import Any
 
 from boxjax.runs import read_metrics
 
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """One panel of the curves image."""
+
+    title: str
+    """Its title."""
+    unit: str
+    """Its y axis label: what the numbers count, in which unit."""
+    keys: tuple[str, ...]
+    """The figures drawn in it (metrics keys); a figure missing from every run leaves its line out."""
+    percent: bool = False
+    """The figures are shares (0 to 1), drawn as %."""
+    flat_hidden: bool = False
+    """A figure with one value over every run is left out (the panel too when none is left)."""
+
+
 PANELS = (
-    ("episode return", ("episode/return",)),
-    ("fall rate", ("episode/fall_rate",)),
-    ("curriculum level", ("curriculum/level",)),
-    ("events per iteration", ("count/blocks", "count/punches", "count/goals")),
-    ("punch outcomes (share of arrivals)", ("share/blocked", "share/missed", "share/hit")),
-    ("walk error", ("env/walk/lin_error", "env/walk/yaw_error")),
-    ("s / iteration", ("s_per_iteration",)),
-    ("problem worlds", ("overflow", "env/nonfinite_worlds", "guard/skipped_steps")),
+    Panel("episode return", "return (rewards summed over an episode)", ("episode/return",)),
+    Panel("falls", "% of the episodes that ended", ("episode/fall_rate",), percent=True),
+    Panel("curriculum level", "level (0: the first)", ("curriculum/level",), flat_hidden=True),
+    Panel(
+        "events per iteration",
+        "count per iteration",
+        ("count/blocks", "count/punches", "count/goals"),
+        flat_hidden=True,
+    ),
+    Panel(
+        "punch outcomes",
+        "% of the punches that arrived",
+        ("share/blocked", "share/missed", "share/hit"),
+        percent=True,
+        flat_hidden=True,
+    ),
+    Panel(
+        "walk error",
+        "m/s (lin_error), rad/s (yaw_error)",
+        ("env/walk/lin_error", "env/walk/yaw_error"),
+        flat_hidden=True,
+    ),
+    Panel("s / iteration", "seconds (log scale)", ("s_per_iteration",)),
+    Panel(
+        "problem worlds",
+        "count per iteration",
+        ("overflow", "env/nonfinite_worlds", "guard/skipped_steps"),
+        flat_hidden=True,
+    ),
 )
-"""(panel title, figures drawn in it); a figure missing from every run leaves its line out."""
+"""The panels, in drawing order."""
 LOG_PANELS = ("s / iteration",)
 """Panels on a log scale: the first iteration (the compile) is orders of magnitude above the others."""
 EPISODE_PREFIX = "episode/"
@@ -68,16 +111,42 @@ def smoothed(values: list[float], window: int) -> list[float]:
     return out
 
 
-def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[str, tuple[str, ...]]]:
-    """The panels of `PANELS` that at least one run has a figure for, each with just those figures."""
-    present = {key for rows in runs.values() for row in rows for key in row}
-    kept = [(title, tuple(k for k in keys if k in present)) for title, keys in PANELS]
-    return [(title, keys) for title, keys in kept if keys]
+def panels_with_data(runs: dict[str, list[dict]]) -> list[tuple[Panel, tuple[str, ...]]]:
+    """The `PANELS` that at least one run has a figure for, each with just those figures; in a
+    `Panel.flat_hidden` panel only the figures that take more than one value over the runs."""
+    kept = []
+    for panel in PANELS:
+        keys = tuple(k for k in panel.keys if _values(runs, k) and not (panel.flat_hidden and _flat(runs, k)))
+        if keys:
+            kept.append((panel, keys))
+    return kept
+
+
+def _values(runs: dict[str, list[dict]], key: str) -> list[float]:
+    """Every finite value of `key` over the runs' rows (`figure_values`)."""
+    return [v for rows in runs.values() for v in figure_values(rows, key) if not math.isnan(v)]
+
+
+def _flat(runs: dict[str, list[dict]], key: str) -> bool:
+    """Whether `key` takes one value over every run."""
+    values = _values(runs, key)
+    return max(values) == min(values)
 
 
 def draw(runs: dict[str, list[dict]], out: str, x: str = "steps", smooth: int = 1) -> str:
     """Draw the runs' curves (`{label: metrics rows}`) into the PNG `out` against environment steps or
     iterations (`x`), each a trailing mean over `smooth` iterations; returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(runs, x, smooth)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def figure(runs: dict[str, list[dict]], x: str = "steps", smooth: int = 1) -> Any:
+    """The matplotlib figure `draw` saves: one axes per panel of `panels_with_data`, in order, then the
+    unused cells switched off."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,17 +160,20 @@ def draw(runs: dict[str, list[dict]], out: str, x: str = "steps", smooth: int = 
     cols = 2
     rows_n = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows_n, cols, figsize=(11, 3.0 * rows_n), squeeze=False)
-    for ax, (title, keys) in zip(axes.flat, panels, strict=False):
+    for ax, (panel, keys) in zip(axes.flat, panels, strict=False):
         for label, rows in runs.items():
             steps = [row.get("env_steps", row.get("iteration", i)) for i, row in enumerate(rows)]
             if x == "iterations":
                 steps = [row.get("iteration", i + 1) for i, row in enumerate(rows)]
             for key in keys:
                 values = smoothed(figure_values(rows, key), smooth)
-                name = label if len(keys) == 1 else f"{label}: {key.split('/')[-1]}"
+                if panel.percent:
+                    values = [100.0 * v for v in values]
+                name = label if len(panel.keys) == 1 else f"{label}: {key.split('/')[-1]}"
                 ax.plot(steps, values, label=name, linewidth=1.2)
-        ax.set_title(title)
-        if title in LOG_PANELS:
+        ax.set_title(panel.title)
+        ax.set_ylabel(panel.unit, fontsize=8)
+        if panel.title in LOG_PANELS:
             ax.set_yscale("log")
         ax.set_xlabel("environment steps" if x == "steps" else "iterations")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 400k, not 400000 (they run into each other)
@@ -110,9 +182,7 @@ def draw(runs: dict[str, list[dict]], out: str, x: str = "steps", smooth: int = 
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def write_curves(run: str) -> str:
