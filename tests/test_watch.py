@@ -192,27 +192,53 @@ def test_the_command_targets_turn_with_our_heading():
     np.testing.assert_allclose(targets, [[-0.1, 0.3, -0.2], [0.1, 0.3, -0.2]], atol=1e-6)
 
 
-def test_punch_outcomes_are_labelled_for_a_while():
+def test_punch_outcomes_are_labelled_for_a_while_naming_the_target_and_the_score():
     from boxjax.viz import render
 
     flags = {k: np.zeros(8) for k in ("blocked", "parried", "missed", "hit", "clean", "hit_score")}
     flags["qpos"] = np.zeros((8, 3))
+    flags["target"] = np.zeros(8, np.int32)  # head
     flags["blocked"][1] = 1.0
-    flags["hit"][4], flags["hit_score"][4] = 1.0, 0.5
+    flags["hit"][4], flags["hit_score"][4], flags["target"][4] = 1.0, 0.5, 1
     labels = render.outcome_labels(flags, hold_frames=2)
-    assert labels == [
-        "",
-        "blocked",
-        "blocked",
-        "",
-        "partly blocked, hit 0.50",
-        "partly blocked, hit 0.50",
-        "",
-        "",
-    ]
-    assert render.outcome(0.0, 0.0, 0.0, 1.0, 1.0, 0.9) == "clean hit 0.90"
-    assert render.outcome(0.0, 0.0, 1.0, 0.0, 0.0, 0.0) == "missed"
-    assert render.outcome(1.0, 1.0, 0.0, 0.0, 0.0, 0.0) == "parried"
+    partly = "punch on our body: score 0.50 of 1 (partly blocked)"
+    assert labels == ["", *["punch on our head: blocked"] * 2, "", partly, partly, "", ""]
+    assert (
+        render.outcome(0.0, 0.0, 0.0, 1.0, 1.0, 1.0, "head") == "punch on our head: score 1.00 of 1 (clean)"
+    )
+    assert render.outcome(0.0, 0.0, 1.0, 0.0, 0.0, 0.0) == "punch on us: missed"
+    assert render.outcome(1.0, 1.0, 0.0, 0.0, 0.0, 0.0, "body") == "punch on our body: parried"
+
+
+def test_a_face_frame_names_the_fighters_and_leaves_the_bag_out():
+    import mujoco
+
+    from boxjax import mjcf
+    from boxjax.viz import render
+
+    model, _ = mjcf.build("simple", opponent=True, bag=True)
+    model = render._drawing_model(model, WIDTH, HEIGHT)
+    data = mujoco.MjData(model)
+    scene = mujoco.MjvScene(model, maxgeom=500)
+    tools = (mujoco.MjvCamera(), mujoco.MjvOption())
+    bag = set(np.flatnonzero(model.geom_bodyid == model.body(render.BAG).id).tolist())
+    step = {
+        "qpos": model.qpos0.copy(),
+        "mocap_pos": data.mocap_pos.copy(),
+        "mocap_quat": data.mocap_quat.copy(),
+    }
+    view = render.View(WIDTH, HEIGHT, labels=True)
+    drawn = {}
+    for face in (True, False):
+        render.compose(
+            scene, model, data, tools, {**step, "face": np.bool_(face)}, view, "punch on us: missed"
+        )
+        geoms = [scene.geoms[i] for i in range(scene.ngeom)]
+        drawn[face] = {g.objid for g in geoms if g.objtype == mujoco.mjtObj.mjOBJ_GEOM}
+        labels = [g.label for g in geoms if g.type == mujoco.mjtGeom.mjGEOM_LABEL]
+        assert labels == ["ours", "opponent", "punch on us:", "missed"]  # in two lines
+    assert bag and not bag & drawn[True] and bag <= drawn[False]
+    assert drawn[True] | bag == drawn[False]  # the fighters and floor drawn either way
 
 
 def test_the_trace_keeps_every_step_and_finished_worlds_stay_as_they_ended():

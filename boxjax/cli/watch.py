@@ -14,7 +14,13 @@ imageio-ffmpeg for MP4).
 --kind              block task only: every episode of this kind (the config's kind weights otherwise)
 --rays              block task: the 32 vision rays in face episodes (green seen, red hidden by our gloves)
 --targets           block task: the command's glove targets in command episodes (yellow spheres)
---labels            block task: punch outcomes (blocked, parried, missed, partly or clean hit) above us
+--labels            block task: punch outcomes above us, e.g. "punch on our head: blocked" (or parried:
+                    blocked touching our guard; or missed); a hit reads "score 0.60 of 1 (partly blocked)":
+                    the share of 19 paths from his glove to the target that our guard leaves clear, clean
+                    from the task's clean_hit_score on
+
+A fighter with an opponent is labelled "ours" (the policy's) and the opponent "opponent"; the punching bag is
+not drawn in face episodes.
 """
 
 from __future__ import annotations
@@ -84,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind:
         params = forced_kind(params, args.kind)
     block = meta["env"] == "block"
-    record = viz.block_record if block else viz.pose_record
+    record = viz.block_recorder(env, params) if block else viz.pose_record
     steps = args.steps or env.config.max_steps
     start = time.perf_counter()
     records, frames = trace.trace(

@@ -6,7 +6,7 @@ import.
 """
 
 from boxjax.viz.overlays import BlockMarks, block_marks
-from boxjax.viz.record import block_record, pose_record
+from boxjax.viz.record import block_record, block_recorder, pose_record
 from boxjax.viz.render import View, render_episode
 from boxjax.viz.video import check_video, write_video
 
@@ -15,6 +15,7 @@ __all__ = [
     "View",
     "block_marks",
     "block_record",
+    "block_recorder",
     "check_video",
     "pose_record",
     "render_episode",

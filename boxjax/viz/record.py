@@ -4,6 +4,9 @@ figures). The overlays' geometry is computed from the pose being drawn (`boxjax.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 
 from boxjax.envs.base import State
@@ -31,3 +34,14 @@ def block_record(state: State) -> dict[str, jax.Array]:
         "command_offset": info.command_offset,
         **{name: state.metrics[f"punch/{name}"] for name in PUNCH_FLAGS},
     }
+
+
+def block_recorder(env: Any, params: Any) -> Callable[[State], dict[str, jax.Array]]:
+    """The record of a world of the block task `env` with `params`: `block_record` plus target, () int32
+    the current punch's target (an index into `boxjax.envs.block.punches.TARGETS`, `BlockEnv.punch_tags`),
+    which the outcome labels name."""
+
+    def record(state: State) -> dict[str, jax.Array]:
+        return {**block_record(state), "target": env.punch_tags(params, state)["target"]}
+
+    return record
