@@ -20,6 +20,8 @@ _LATER_FIELDS = {
     "obs_normalizer": "boxjax",
     "batch_layout": "transitions",
     "num_seeds": 1,
+    "frozen_agents": (),
+    "agent_turn_iterations": 0,
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
@@ -116,6 +118,12 @@ class PPOConfig:
     """Independent seeds trained side by side in one compiled program (`boxjax.rl.seeds`), each with its own
     networks, optimiser, normaliser, worlds and keys; seed 0 is the plain run of the key. One device, the
     fused path."""
+    frozen_agents: tuple[str, ...] = ()
+    """Agents of an env with several learners (`boxjax.rl.agents`) that never learn: their models stay as
+    they started, bit for bit (an opponent learning against a fixed blocker, say)."""
+    agent_turn_iterations: int = 0
+    """With several learners: 0, every agent not frozen updates every iteration; N > 0, they take turns in
+    the env's order (frozen ones skipped), N iterations each, the others frozen meanwhile."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -140,6 +148,7 @@ class PPOConfig:
         "reset_every": COUNT,
         "gae_window": Range(0, integer=True),
         "num_seeds": COUNT,
+        "agent_turn_iterations": Range(0, integer=True),
     }
     """Valid range of each numeric field (`boxjax.ranges`)."""
 

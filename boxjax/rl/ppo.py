@@ -32,7 +32,7 @@ from boxjax.envs import wrappers
 from boxjax.envs.base import Env
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic, Normalizer
-from boxjax.rl import guard, loop, seeds, sharding
+from boxjax.rl import agents, guard, loop, seeds, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.loop import PhysicsOverflowError, RunOptions
 from boxjax.rl.rollout import RolloutState, init_rollout
@@ -194,6 +194,9 @@ def run_meta(env: Env, config: PPOConfig) -> dict[str, Any]:
         ppo=config.to_dict(),
         boxjax_version=boxjax.__version__,
     )
+    named = agents.describe(env)
+    if named is not None:
+        meta["agents"] = named
     return meta
 
 
@@ -247,8 +250,12 @@ def _initial_state(
         world = sharding.world_leaves(env, env_params, config.reset_every)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:  # its model only (a policy file's without an optimiser state)
-        take = seeds.init_model if config.num_seeds > 1 else checkpoint.init_model
-        train_state = train_state.replace(**take(init, train_state, meta))
+        if agents.has_agents(train_state):
+            model = agents.init_model(init, train_state, meta, env_base.agents_of(env)[0].name)
+        else:
+            take = seeds.init_model if config.num_seeds > 1 else checkpoint.init_model
+            model = take(init, train_state, meta)
+        train_state = train_state.replace(**model)
     if dp is not None:
         train_state = dp.replicate(train_state)
     return train_state, rollout_state
@@ -301,12 +308,26 @@ def train(
       seed's under `seed<s>/`).
     """
     result, history = train_run(env, config, key, options, env_params=env_params, **fields)
-    return policy_of(result.train_state), history
+    return policy_of(result.train_state, agent=primary_agent(env)), history
 
 
-def policy_of(train_state: TrainState, seed: int = 0) -> Policy:
+def primary_agent(env: Env) -> str | None:
+    """The name of the primary agent of an env with several learners (`boxjax.rl.agents`); None with one."""
+    return env_base.agents_of(env)[0].name if env_base.co_agents(env) else None
+
+
+def policy_of(train_state: TrainState, seed: int = 0, agent: str | None = None) -> Policy:
     """The policy a train state holds (on the first device when sharded); seed `seed`'s when it holds
-    several (`PPOConfig.num_seeds` > 1)."""
+    several (`PPOConfig.num_seeds` > 1); agent `agent`'s when it holds several agents (`boxjax.rl.agents`,
+    which then must be named)."""
+    if agents.has_agents(train_state):
+        if agent is None:
+            raise ValueError(
+                f"policy_of: name the agent; this train state holds {sorted(train_state.normalizer)}"
+            )
+        train_state = agents.agent_state(train_state, agent)
+    elif agent is not None:
+        raise ValueError(f"policy_of: agent {agent!r} of a train state of one agent")
     if seeds.has_seed_axis(train_state):
         train_state = seeds.take(train_state, seed)
     elif seed:
@@ -337,17 +358,24 @@ def train_run(
     entered = time.perf_counter()
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
+    if env_base.co_agents(env):
+        agents.check_config(env, config)
     devices = sharding.resolve_devices(config.num_devices)
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:
         states = own_buffers(_initial_state(env, config, env_params, key, options.resume, options.init, None))
-        make = seeds.make_iteration if config.num_seeds > 1 else make_train_iteration
+        if env_base.co_agents(env):
+            make = agents.make_iteration
+        else:
+            make = seeds.make_iteration if config.num_seeds > 1 else make_train_iteration
         iteration_fn = make(env, config)
     else:
         states = _initial_state(env, config, env_params, key, options.resume, options.init, dp)
         iteration_fn, env_params = dp.iteration, dp.env_params
     states = jax.block_until_ready(states)
-    run = _FusedRun(env, iteration_fn, env_params, config.batch_size, *states, num_seeds=config.num_seeds)
+    run = _FusedRun(
+        env, iteration_fn, env_params, config.batch_size, *states, config.num_seeds, primary_agent(env)
+    )
     stamps = loop.Stamps(start_s=start, entered_s=entered, ready_s=time.perf_counter())
     meta = run_meta(env, config)
 
@@ -376,11 +404,13 @@ class _FusedRun:
     num_seeds: int = 1
     """Seeds the states hold (`boxjax.rl.seeds`): their figures come per seed and across the seeds, and
     `steps_per_s` counts every seed's world-steps (`env_steps` one seed's)."""
+    agent: str | None = None
+    """The primary agent's name where the env has several (`primary_agent`): the policy is its."""
 
     def policy(self) -> Policy:
         """A copy of the current policy (`policy_of` the train state): the next iteration donates the
         train state's buffers, so a reference would be deleted under whoever kept it."""
-        return jax.tree.map(lambda x: jnp.array(x, copy=True), policy_of(self.train_state))
+        return jax.tree.map(lambda x: jnp.array(x, copy=True), policy_of(self.train_state, agent=self.agent))
 
     def next_iteration(self) -> tuple[int, dict[str, float]]:
         """One jitted iteration; (iterations done, its figures as host floats)."""

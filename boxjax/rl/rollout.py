@@ -217,6 +217,21 @@ def _per_iteration(metric_sum: dict[str, jax.Array], unroll_length: int) -> dict
     return {k: v if k.startswith(SUM_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
 
 
+def observed(state: State, primary: str | None) -> jax.Array | dict[str, jax.Array]:
+    """The observations of `state`: the env's one observation, or with `primary` (`rollout`) every agent's
+    by name."""
+    if primary is None:
+        return state.obs
+    return {primary: state.obs, **{name: other.obs for name, other in state.others.items()}}
+
+
+def rewarded(state: State, primary: str | None) -> jax.Array | dict[str, jax.Array]:
+    """The rewards of `state`, as `observed` gives its observations."""
+    if primary is None:
+        return state.reward
+    return {primary: state.reward, **{name: other.reward for name, other in state.others.items()}}
+
+
 def rollout(
     env: Env,
     env_params: Any,
@@ -228,8 +243,14 @@ def rollout(
     distill: bool = False,
     reset_every: int = 1,
     restart_on_draw: bool = False,
+    primary: str | None = None,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times, acting with `policy` (`network_policy` for a network).
+
+    With `primary` (the name of an env's first agent, for an env with several, `boxjax.envs.base`), the
+    policy acts on every agent's observations by name and returns every agent's action by name, and the
+    transitions' `obs`, `action`, `log_prob`, `reward` and `next_obs` are dicts by agent name
+    (`boxjax.rl.agents`); the episode figures are the primary agent's.
 
     With `distill` (and an env that has the hook, `has_distill_target`) each transition also keeps the
     env's distillation target and mask for the state the policy acted on.
@@ -254,7 +275,7 @@ def rollout(
 
     def body(carry, step_key):
         rs, summary, metric_sum, _ = carry
-        raw, log_prob, action = policy(rs.env.obs, step_key)
+        raw, log_prob, action = policy(observed(rs.env, primary), step_key)
         target, mask = distill_targets(env, env_params, rs.env) if distill else (None, None)
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward
@@ -267,11 +288,11 @@ def rollout(
         keep = 1.0 - stepped.done
         rs = rs.replace(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
         transition = Transition(
-            obs=carry[0].env.obs,
+            obs=observed(carry[0].env, primary),
             action=raw,
             log_prob=log_prob,
-            reward=stepped.reward,
-            next_obs=stepped.obs,
+            reward=rewarded(stepped, primary),
+            next_obs=observed(stepped, primary),
             termination=stepped.done * (1.0 - stepped.truncation),
             done=stepped.done,
             distill_target=target,

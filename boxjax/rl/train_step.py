@@ -49,9 +49,14 @@ IterationFn = Callable[[TrainState, RolloutState, Any], tuple[TrainState, Rollou
 
 
 def make_network(env: base.Env, config: PPOConfig) -> ActorCritic:
-    """The actor-critic sized for `env`."""
+    """The actor-critic sized for `env` (its primary agent's, `base.agents_of`)."""
+    return agent_network(base.agents_of(env)[0], config)
+
+
+def agent_network(agent: base.Agent, config: PPOConfig) -> ActorCritic:
+    """The actor-critic sized for one agent of an env."""
     return ActorCritic(
-        action_size=env.action_size,
+        action_size=agent.action_size,
         policy_hidden=tuple(config.policy_hidden),
         value_hidden=tuple(config.value_hidden),
         init_log_std=config.init_log_std,
@@ -96,17 +101,31 @@ def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainS
             "(boxjax.rl.ppo.train) trains several seeds; the CPU workers, model conversion and one-seed "
             "tools take num_seeds 1"
         )
-    net = make_network(env, config)
     init_key, key = jax.random.split(key)
-    params = net.init(init_key, jnp.zeros((1, env.observation_size), jnp.float32))
+    agents = base.agents_of(env)
+    models = {
+        a.name: fresh_model(a, config, init_key if i == 0 else jax.random.fold_in(init_key, i))
+        for i, a in enumerate(agents)
+    }
+    if len(agents) == 1:
+        params, opt_state, normalizer = models[agents[0].name]
+    else:  # several learners: each part a dict by agent name (`boxjax.rl.agents`)
+        params, opt_state, normalizer = ({k: v[part] for k, v in models.items()} for part in range(3))
     return TrainState(
         params=params,
-        opt_state=make_optimizer(config).init(params),
-        normalizer=Normalizer.create(env.observation_size, config.obs_normalizer),
+        opt_state=opt_state,
+        normalizer=normalizer,
         curriculum=base.init_curriculum(env),
         iteration=jnp.zeros((), jnp.int32),
         key=key,
     )
+
+
+def fresh_model(agent: base.Agent, config: PPOConfig, key: jax.Array) -> tuple[Any, Any, Normalizer]:
+    """Fresh (parameters, optimiser state, normaliser) of one agent."""
+    params = agent_network(agent, config).init(key, jnp.zeros((1, agent.observation_size), jnp.float32))
+    normalizer = Normalizer.create(agent.observation_size, config.obs_normalizer)
+    return params, make_optimizer(config).init(params), normalizer
 
 
 def _flatten_time(x: jax.Array) -> jax.Array:
@@ -418,39 +437,68 @@ def train_iteration(
         reset_every=config.reset_every,
         restart_on_draw=config.restart_on_draw,
     )
-    acted = train_state.normalizer
-    if config.stats_before_update:  # Brax's order: the update sees the statistics with this rollout's in
-        normalizer, stats_metrics = next_normalizer(net, config, train_state.params, acted, traj.obs, shards)
-        normalizer, stats_ok = guard.finite_or(normalizer, acted)
-        train_state = train_state.replace(normalizer=normalizer)
-    batch = make_batch(net, config, train_state.params, train_state.normalizer, traj)
-    params, opt_state, terms, guard_figures = update(net, config, train_state, batch, update_key, shards)
-    if not config.stats_before_update:
-        normalizer, stats_metrics = next_normalizer(net, config, params, acted, traj.obs, shards)
-        normalizer, stats_ok = guard.finite_or(normalizer, acted)
-    guard_figures[guard.PREFIX + "observation_statistics"] = (~stats_ok).astype(jnp.float32)
-    observations_ok = guard.all_finite(traj.obs)
-    if shards is not None:
-        observations_ok = shards.mean(observations_ok.astype(jnp.float32)) == 1.0
-    guard_figures[guard.PREFIX + "observations"] = (~observations_ok).astype(jnp.float32)
+    learned = learn(net, config, train_state, traj, update_key, shards)
     if shards is not None:
         summary = collectives.sum_episodes(summary, shards)
         env_metrics = collectives.reduce_env_metrics(env_metrics, shards, SUM_PREFIX, COUNTS)
     curriculum = base.update_curriculum(env, train_state.curriculum, summary)
     solved = base.curriculum_solved(env, curriculum, summary)
     train_state = train_state.replace(
-        params=params,
-        opt_state=opt_state,
-        normalizer=normalizer,
+        params=learned.params,
+        opt_state=learned.opt_state,
+        normalizer=learned.normalizer,
         curriculum=curriculum,
         iteration=train_state.iteration + 1,
         key=key,
     )
-    metrics = iteration_metrics(summary, env_metrics, terms, curriculum, solved)
-    metrics["loss/learning_rate"] = learning_rate(opt_state)
-    metrics.update(stats_metrics)
-    metrics.update(guard_figures)
+    metrics = iteration_metrics(summary, env_metrics, learned.terms, curriculum, solved)
+    metrics.update(learned.figures)
     return train_state, rollout_state, metrics
+
+
+@struct.dataclass
+class Learned:
+    """One agent's model after an iteration's update (`learn`), and the update's figures."""
+
+    params: Any
+    opt_state: Any
+    normalizer: Normalizer
+    terms: LossTerms
+    """The loss terms averaged over the applied gradient steps."""
+    figures: dict[str, jax.Array]
+    """The learning rate, the observation statistics' KL and the guard's figures (names as in
+    `train_iteration`'s)."""
+
+
+def learn(
+    net: ActorCritic,
+    config: PPOConfig,
+    train_state: TrainState,
+    traj: Transition,
+    key: jax.Array,
+    shards: Shards | None = None,
+) -> Learned:
+    """One agent's update from its (T, N) trajectory: the batch, epochs x minibatches of PPO steps, and the
+    observation statistics for the next rollout (in the order `train_iteration` describes); `train_state`
+    holds that agent's params, optimiser state and normaliser (the one the rollout acted with)."""
+    acted = train_state.normalizer
+    if config.stats_before_update:  # Brax's order: the update sees the statistics with this rollout's in
+        normalizer, stats_metrics = next_normalizer(net, config, train_state.params, acted, traj.obs, shards)
+        normalizer, stats_ok = guard.finite_or(normalizer, acted)
+        train_state = train_state.replace(normalizer=normalizer)
+    batch = make_batch(net, config, train_state.params, train_state.normalizer, traj)
+    params, opt_state, terms, figures = update(net, config, train_state, batch, key, shards)
+    if not config.stats_before_update:
+        normalizer, stats_metrics = next_normalizer(net, config, params, acted, traj.obs, shards)
+        normalizer, stats_ok = guard.finite_or(normalizer, acted)
+    figures[guard.PREFIX + "observation_statistics"] = (~stats_ok).astype(jnp.float32)
+    observations_ok = guard.all_finite(traj.obs)
+    if shards is not None:
+        observations_ok = shards.mean(observations_ok.astype(jnp.float32)) == 1.0
+    figures[guard.PREFIX + "observations"] = (~observations_ok).astype(jnp.float32)
+    figures["loss/learning_rate"] = learning_rate(opt_state)
+    figures.update(stats_metrics)
+    return Learned(params=params, opt_state=opt_state, normalizer=normalizer, terms=terms, figures=figures)
 
 
 def make_train_iteration(env: base.Env, config: PPOConfig) -> IterationFn:

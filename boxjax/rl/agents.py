@@ -1,0 +1,238 @@
+"""Several learners in one iteration: every agent an env names acts in one rollout, and each gets its own
+PPO update (its own networks, optimiser, normaliser and minibatches) inside the same compiled program.
+
+Task-free: the agents, their sizes, observations and rewards come from the env protocol
+(`boxjax.envs.base`: `agents`, `State.others`), never from a task. The train state is the single-agent
+`TrainState` whose `params`, `opt_state` and `normalizer` are dicts by agent name; the curriculum (the
+env's), the iteration count and the key are the run's. `PPOConfig.frozen_agents` keeps agents from
+learning; `PPOConfig.agent_turn_iterations` makes them take turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from boxjax.envs import base
+from boxjax.models import checkpoint
+from boxjax.models.networks import ActorCritic
+from boxjax.rl.config import PPOConfig
+from boxjax.rl.rollout import RolloutState, Transition, rollout, sample_action
+from boxjax.rl.train_step import (
+    IterationFn,
+    Learned,
+    TrainState,
+    agent_network,
+    iteration_metrics,
+    learn,
+)
+
+PREFIX = "agent/"
+"""Figures of one agent of several: `agent/<name>/reward` (its mean reward per world-step),
+`agent/<name>/learns` (1.0 when it updated this iteration) and, for the co-agents, `agent/<name>/loss/...`
+and its guard's figures (the primary agent's keep their single-agent names)."""
+
+
+def has_agents(train_state: TrainState) -> bool:
+    """Whether `train_state` holds several agents' models (dicts by agent name)."""
+    return isinstance(train_state.normalizer, dict)
+
+
+def agent_state(train_state: TrainState, name: str) -> TrainState:
+    """One agent's view of a several-agent train state: its params, optimiser state and normaliser."""
+    if name not in train_state.normalizer:
+        raise ValueError(
+            f"no agent {name!r} in this train state; its agents: {sorted(train_state.normalizer)}"
+        )
+    return train_state.replace(
+        params=train_state.params[name],
+        opt_state=train_state.opt_state[name],
+        normalizer=train_state.normalizer[name],
+    )
+
+
+def check_config(env: base.Env, config: PPOConfig) -> None:
+    """Refuse, naming the field, what several learners cannot take: a frozen agent the env does not name, no
+    agent left to learn, several seeds or devices."""
+    names = [a.name for a in base.agents_of(env)]
+    unknown = sorted(set(config.frozen_agents) - set(names))
+    if unknown:
+        raise ValueError(f"PPOConfig.frozen_agents names {unknown}; the env's agents are {names}")
+    if not set(names) - set(config.frozen_agents):
+        raise ValueError(f"PPOConfig.frozen_agents freezes every agent ({names}): none would learn")
+    if config.num_seeds != 1 or config.num_devices != 1:
+        raise ValueError(
+            f"an env with several agents ({names}) trains one seed on one device (PPOConfig.num_seeds "
+            f"{config.num_seeds}, num_devices {config.num_devices})"
+        )
+
+
+def learners(config: PPOConfig, names: list[str]) -> list[str]:
+    """The agents that may learn: `names` less `config.frozen_agents`, in the env's order."""
+    return [n for n in names if n not in config.frozen_agents]
+
+
+def learns_now(config: PPOConfig, names: list[str], iteration: jax.Array) -> dict[str, Any]:
+    """Per agent whether it updates at `iteration`: False for a frozen agent, else a () bool (with
+    `config.agent_turn_iterations` N, the learners take turns of N iterations in the env's order)."""
+    learning = learners(config, names)
+    turn = (iteration // max(config.agent_turn_iterations, 1)) % len(learning)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name not in learning:
+            out[name] = False
+        elif config.agent_turn_iterations == 0:
+            out[name] = jnp.ones((), bool)
+        else:
+            out[name] = turn == learning.index(name)
+    return out
+
+
+def agents_policy(nets: dict[str, ActorCritic], train_state: TrainState, normalize: bool):
+    """The rollout's policy of every agent (`boxjax.rl.rollout.PolicyFn` over dicts by agent name): each
+    samples from its own network with its own normaliser and noise."""
+
+    def act(obs: dict[str, jax.Array], key: jax.Array):
+        out = {}
+        for i, name in enumerate(nets):
+            params, normalizer = train_state.params[name], train_state.normalizer[name]
+            out[name] = sample_action(
+                nets[name], params, normalizer, obs[name], jax.random.fold_in(key, i), normalize
+            )
+        return tuple({name: out[name][part] for name in out} for part in range(3))
+
+    return act
+
+
+def agent_transition(traj: Transition, name: str, primary: str) -> Transition:
+    """One agent's (T, N) transitions of a several-agent rollout (the distillation targets are the primary
+    agent's)."""
+    distill = name == primary
+    return Transition(
+        obs=traj.obs[name],
+        action=traj.action[name],
+        log_prob=traj.log_prob[name],
+        reward=traj.reward[name],
+        next_obs=traj.next_obs[name],
+        termination=traj.termination,
+        done=traj.done,
+        distill_target=traj.distill_target if distill else None,
+        distill_mask=traj.distill_mask if distill else None,
+    )
+
+
+def learn_or_keep(
+    net: ActorCritic, config: PPOConfig, view: TrainState, traj: Transition, key: jax.Array, now: Any
+) -> Learned:
+    """`learn` where `now`, else the agent's model bit for bit as it was, its loss terms and figures 0: a
+    `lax.cond` for a traced `now` (a turn without an update costs none), no update at all for `now` False
+    (a frozen agent)."""
+    shapes = jax.eval_shape(lambda: learn(net, config, view, traj, key))
+
+    def keep() -> Learned:
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        return zeros.replace(params=view.params, opt_state=view.opt_state, normalizer=view.normalizer)
+
+    if now is False:
+        return keep()
+    return jax.lax.cond(now, lambda: learn(net, config, view, traj, key), keep)
+
+
+def _agent_figures(name: str, learned: Learned, traj: Transition, now: jax.Array, primary: bool) -> dict:
+    """An agent's figures under `PREFIX` (the primary agent's loss and guard figures keep their names)."""
+    figures = {f"{PREFIX}{name}/reward": jnp.mean(traj.reward), f"{PREFIX}{name}/learns": jnp.float32(now)}
+    if not primary:
+        terms = {f"loss/{k}": getattr(learned.terms, k) for k in learned.terms.__dataclass_fields__}
+        figures.update(
+            {
+                f"{PREFIX}{name}/{k}": jnp.asarray(v, jnp.float32)
+                for k, v in {**terms, **learned.figures}.items()
+            }
+        )
+    return figures
+
+
+def train_iteration(
+    env: base.Env, config: PPOConfig, train_state: TrainState, rollout_state: RolloutState, env_params: Any
+) -> tuple[TrainState, RolloutState, dict[str, jax.Array]]:
+    """One iteration of every agent: one rollout where all act, then each learner's update on its own
+    transitions (`learn_or_keep`). Pure; jit it with `make_iteration`."""
+    agents = base.agents_of(env)
+    names, primary = [a.name for a in agents], agents[0].name
+    nets = {a.name: agent_network(a, config) for a in agents}
+    key, rollout_key, update_key = jax.random.split(train_state.key, 3)
+    params_now = base.apply_curriculum(env, env_params, train_state.curriculum)
+    rollout_state, traj, summary, env_metrics = rollout(
+        env,
+        params_now,
+        agents_policy(nets, train_state, config.normalize_observations),
+        rollout_state,
+        rollout_key,
+        config.unroll_length,
+        distill=config.distill_coef > 0,
+        reset_every=config.reset_every,
+        restart_on_draw=config.restart_on_draw,
+        primary=primary,
+    )
+    now = learns_now(config, names, train_state.iteration)
+    learned, figures = {}, {}
+    for i, name in enumerate(names):
+        mine = agent_transition(traj, name, primary)
+        learned[name] = learn_or_keep(
+            nets[name],
+            config,
+            agent_state(train_state, name),
+            mine,
+            jax.random.fold_in(update_key, i),
+            now[name],
+        )
+        figures.update(_agent_figures(name, learned[name], mine, now[name], name == primary))
+    curriculum = base.update_curriculum(env, train_state.curriculum, summary)
+    solved = base.curriculum_solved(env, curriculum, summary)
+    train_state = train_state.replace(
+        params={n: learned[n].params for n in names},
+        opt_state={n: learned[n].opt_state for n in names},
+        normalizer={n: learned[n].normalizer for n in names},
+        curriculum=curriculum,
+        iteration=train_state.iteration + 1,
+        key=key,
+    )
+    metrics = iteration_metrics(summary, env_metrics, learned[primary].terms, curriculum, solved)
+    metrics.update(learned[primary].figures)
+    metrics.update(figures)
+    return train_state, rollout_state, metrics
+
+
+def make_iteration(env: base.Env, config: PPOConfig) -> IterationFn:
+    """`train_iteration` jitted once, the train and rollout states donated (as
+    `boxjax.rl.train_step.make_train_iteration`)."""
+    check_config(env, config)
+
+    def fn(train_state: TrainState, rollout_state: RolloutState, env_params: Any):
+        return train_iteration(env, config, train_state, rollout_state, env_params)
+
+    return jax.jit(fn, donate_argnums=(0, 1))
+
+
+def init_model(source: str, train_state: TrainState, meta: dict[str, Any], primary: str) -> dict[str, Any]:
+    """The model a several-agent run seeded from `source` (`--init`) takes: every agent's from a checkpoint
+    of the same agents, or the primary agent's alone from a single-agent one (the co-agents start fresh),
+    as `checkpoint.init_model` checks it."""
+    saved = checkpoint.read_source_meta(source)
+    if saved.get("agents") is not None:
+        return checkpoint.init_model(source, train_state, meta)
+    primary_meta = {k: v for k, v in meta.items() if k != "agents"}
+    model = checkpoint.init_model(source, agent_state(train_state, primary), primary_meta)
+    return {part: {**getattr(train_state, part), primary: value} for part, value in model.items()}
+
+
+def describe(env: base.Env) -> list[dict[str, Any]] | None:
+    """The agents of `env` for a checkpoint's meta (name and sizes); None for a single-agent env."""
+    agents = base.agents_of(env)
+    if len(agents) == 1:
+        return None
+    return [
+        {"name": a.name, "observation_size": a.observation_size, "action_size": a.action_size} for a in agents
+    ]
