@@ -234,7 +234,6 @@ def iteration_start(case: Case, first, physics: dict | None):
     import jax
     import jax.numpy as jnp
 
-    from boxjax.models import checkpoint
     from boxjax.rl import ppo
     from boxjax.rl.rollout import RolloutState
     from boxjax.rl.train_step import init_train_state
@@ -253,7 +252,7 @@ def iteration_start(case: Case, first, physics: dict | None):
     zeros = jnp.zeros((worlds,), jnp.float32)
     train_state = init_train_state(env, config, key)
     if case.init:
-        model = checkpoint.init_model(case.init, train_state, ppo.run_meta(env, config))
+        model = ppo.model_from(case.init, env, train_state, ppo.run_meta(env, config))
         train_state = train_state.replace(**model)
     ts, rs = ppo.own_buffers(
         (

@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="runs/NAME or a checkpoint directory")
     p.add_argument("out", help="the policy file to write (.msgpack)")
+    p.add_argument(
+        "--agent",
+        default=None,
+        help="of a run with several learners (self-play), the agent whose policy to write (default the "
+        "primary one, our fighter); the file then holds that agent alone",
+    )
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = p.parse_args(argv)
     from boxjax import platform
@@ -31,11 +37,27 @@ def main(argv: list[str] | None = None) -> int:
     source = watch.checkpoint_dir(args.source)
     step = checkpoint.latest_step(source)
     meta = {**checkpoint.read_meta(source, step), "source_step": int(step)}
-    _, _, policy = watch.load(source, meta, 1)
-    checkpoint.save_policy(args.out, {"params": policy.params, "normalizer": policy.normalizer}, meta)
+    _, _, policy = watch.load(source, meta, 1, agent=args.agent)
+    checkpoint.save_policy(
+        args.out, {"params": policy.params, "normalizer": policy.normalizer}, one_agent(meta, args.agent)
+    )
     size = os.path.getsize(args.out)
     print(f"export: {meta['env']} body={meta['body']} step {step} -> {args.out} ({size} bytes)")
     return 0
+
+
+def one_agent(meta: dict, agent: str | None) -> dict:
+    """The meta of a policy file of one agent: a several-agent run's meta with its `agents` list replaced by
+    the exported agent's name and sizes (the primary one's by default); a single-agent meta as it is."""
+    named = meta.get("agents")
+    if not named:
+        return meta
+    chosen = next((a for a in named if a["name"] == (agent or named[0]["name"])), None)
+    if chosen is None:
+        raise ValueError(f"--agent {agent!r}: the run's agents are {[a['name'] for a in named]}")
+    rest = {k: v for k, v in meta.items() if k != "agents"}
+    sizes = {k: chosen[k] for k in ("observation_size", "action_size")}
+    return {**rest, **sizes, "agent": chosen["name"]}
 
 
 if __name__ == "__main__":

@@ -83,35 +83,45 @@ def check_task(source: str, meta: dict) -> None:
         raise ValueError(f"{source}: a checkpoint of {meta.get('env')!r}, not of a task with a body to draw")
 
 
-def restore(source: str, meta: dict, env: Any, step: int | None = None):
+def restore(source: str, meta: dict, env: Any, step: int | None = None, agent: str | None = None):
     """(PPOConfig, Policy) of a policy file or of a checkpoint directory's newest (or `step`) checkpoint,
     for `env` (any object with the task's observation and action sizes and `describe`: a task env or a
-    `boxjax.envs.cpu.CpuEnv`'s task); a network or body other than `env`'s is refused, naming it."""
+    `boxjax.envs.cpu.CpuEnv`'s task); a network or body other than `env`'s is refused, naming it. Of a
+    checkpoint of several agents (`boxjax.rl.agents`) the policy is `agent`'s (default the primary one's);
+    a policy file holds one agent's."""
     import jax
 
     from boxjax.models import checkpoint
-    from boxjax.rl import ppo
+    from boxjax.rl import agents, ppo
     from boxjax.rl.train_step import init_train_state
 
     config = ppo.PPOConfig.from_dict(meta["ppo"])
     checkpoint.check_init(meta, ppo.run_meta(env, config))
     template = init_train_state(env, config, jax.random.PRNGKey(0))
+    several = agents.has_agents(template)
+    agent = agent or (ppo.primary_agent(env) if several else None)
+    if several and not meta.get("agents"):  # a policy file of one agent of a several-agent task
+        template, several = agents.agent_state(template, meta.get("agent", agent)), False
     if os.path.isfile(source):
         model = checkpoint.load_policy(source, template)
     else:
         model = checkpoint.restore_model(source, template, step)
+    if several:
+        return config, ppo.Policy(params=model["params"][agent], normalizer=model["normalizer"][agent])
     return config, ppo.Policy(params=model["params"], normalizer=model["normalizer"])
 
 
-def load(source: str, meta: dict, worlds: int, impl: str = "jax", step: int | None = None):
+def load(
+    source: str, meta: dict, worlds: int, impl: str = "jax", step: int | None = None, agent: str | None = None
+):
     """(env, PPOConfig, Policy) of the newest (or `step`) checkpoint in `source`, or of a policy file: the
     environment its meta describes, `worlds` worlds on MJX's `impl` physics (JAX's by default), and the
-    checkpoint's network and observation statistics."""
+    checkpoint's network and observation statistics (`agent`'s of several, `restore`)."""
     from boxjax import envs
 
     check_task(source, meta)
     env = envs.make(meta["env"], impl=impl, num_worlds=worlds, **task_options(meta))
-    config, policy = restore(source, meta, env, step)
+    config, policy = restore(source, meta, env, step, agent)
     return env, config, policy
 
 

@@ -250,15 +250,21 @@ def _initial_state(
         world = sharding.world_leaves(env, env_params, config.reset_every)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:  # its model only (a policy file's without an optimiser state)
-        if agents.has_agents(train_state):
-            model = agents.init_model(init, train_state, meta, env_base.agents_of(env)[0].name)
-        else:
-            take = seeds.init_model if config.num_seeds > 1 else checkpoint.init_model
-            model = take(init, train_state, meta)
-        train_state = train_state.replace(**model)
+        train_state = train_state.replace(**model_from(init, env, train_state, meta))
     if dp is not None:
         train_state = dp.replicate(train_state)
     return train_state, rollout_state
+
+
+def model_from(source: str, env: Env, train_state: TrainState, meta: dict[str, Any]) -> dict[str, Any]:
+    """The model a run of `env` seeded from `source` (`--init`: a checkpoint directory or a policy file)
+    takes, shaped as `train_state`'s: every seed's (`seeds.init_model`), the primary agent's or every
+    agent's (`agents.init_model`), or the one model (`checkpoint.init_model`), once its meta fits `meta`."""
+    if agents.has_agents(train_state):
+        return agents.init_model(source, train_state, meta, primary_agent(env))
+    if seeds.has_seed_axis(train_state):
+        return seeds.init_model(source, train_state, meta)
+    return checkpoint.init_model(source, train_state, meta)
 
 
 def _save(
@@ -364,10 +370,7 @@ def train_run(
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:
         states = own_buffers(_initial_state(env, config, env_params, key, options.resume, options.init, None))
-        if env_base.co_agents(env):
-            make = agents.make_iteration
-        else:
-            make = seeds.make_iteration if config.num_seeds > 1 else make_train_iteration
+        make = seeds.make_iteration if config.num_seeds > 1 else make_train_iteration
         iteration_fn = make(env, config)
     else:
         states = _initial_state(env, config, env_params, key, options.resume, options.init, dp)

@@ -503,11 +503,16 @@ def learn(
 
 def make_train_iteration(env: base.Env, config: PPOConfig) -> IterationFn:
     """`train_iteration` jitted once, with the train and rollout states donated (one device; for several
-    see `boxjax.rl.sharding.DataParallel`).
+    see `boxjax.rl.sharding.DataParallel`); for an env with several learners, `boxjax.rl.agents`'s.
 
     The env params (the MJX model among them) are not donated, so their device buffers, which MJX-Warp's
     captured CUDA graphs point at, stay put from one iteration to the next.
     """
+
+    if base.co_agents(env):
+        from boxjax.rl import agents  # it builds on this module
+
+        return agents.make_iteration(env, config)
 
     def fn(train_state: TrainState, rollout_state: RolloutState, env_params: Any):
         return train_iteration(env, config, train_state, rollout_state, env_params)
