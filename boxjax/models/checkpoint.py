@@ -183,16 +183,53 @@ def restore(
     step = latest_step(directory) if step is None else step
     metadata = _stored_metadata(directory, step)
     abstract = _abstract(_fill_empty(template), _stored_shapes(metadata))
-    if only:
-        if metadata is None:
+    if metadata is None:
+        if only:
             raise ValueError(f"cannot read the structure of the checkpoint at {directory} (step {step})")
-        abstract = {
-            p: abstract[p] if p in abstract else _stored_abstract(metadata, p) for p in dict(metadata)
-        }
-    with _manager(directory, max_to_keep=None) as mngr:
-        restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
-    state = {part: restored["state"][part] for part in template}
+        with _manager(directory, max_to_keep=None) as mngr:
+            restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
+        state = {part: restored["state"][part] for part in template}
+    else:
+        state = _restore_as_stored(directory, step, metadata, abstract, only)
     return jax.tree.map(lambda t, r: _empty_like(t) if _size(t) == 0 else r, template, state)
+
+
+def _is_stored_leaf(m: Any) -> bool:
+    return not isinstance(m, dict | list | tuple)
+
+
+def _restore_as_stored(
+    directory: str, step: int, metadata: Any, abstract: dict[str, Any], only: bool
+) -> dict[str, Any]:
+    """The checkpoint read in its stored structure (each leaf with `abstract`'s dtype and placement where
+    the paths meet), then put into `abstract`'s structure leaf by leaf. So a field that holds no arrays
+    (None) on one side only, such as one added to a state dataclass after the checkpoint was written, is
+    no mismatch; an array leaf `abstract` wants that the checkpoint lacks is a `CheckpointMismatchError`
+    naming it. Without `only`, a part or array the template lacks is one too, naming it."""
+    wanted = {_path_key(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(abstract)[0]}
+    stored_parts = dict(metadata)
+    extra = sorted(set(stored_parts) - set(abstract))
+    if extra and not only:
+        raise CheckpointMismatchError(f"the checkpoint at {directory} holds parts {extra} this run does not")
+
+    def target(path: tuple, m: Any) -> Any:
+        if not hasattr(m, "shape"):  # a field stored without arrays (None)
+            return None
+        return wanted.get(_path_key(path), jax.ShapeDtypeStruct(tuple(m.shape), m.dtype))
+
+    stored = jax.tree_util.tree_map_with_path(target, stored_parts, is_leaf=_is_stored_leaf)
+    with _manager(directory, max_to_keep=None) as mngr:
+        restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(stored)))
+    found = {_path_key(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(restored["state"])[0]}
+    missing = sorted("/".join(k) for k in wanted if k not in found)
+    if missing:
+        raise CheckpointMismatchError(f"the checkpoint at {directory} has no leaf {', '.join(missing[:3])}")
+    return {
+        part: jax.tree_util.tree_map_with_path(
+            lambda p, _, part=part: found[(part, *_path_key(p))], abstract[part]
+        )
+        for part in abstract
+    }
 
 
 MODEL_PARTS = ("params", "opt_state", "normalizer")
