@@ -14,9 +14,8 @@ $(STAMP): pyproject.toml
 
 # The main job, small (`boxjax demo`): blocking training of the simple body on the CPU path, face episodes
 # against the simulated opponent with the shipped walking teacher's legs distilled, then its curves image and, when
-# MuJoCo's offscreen OpenGL works, a 3 s video. 7.0 min on our 2-core machine with empty compile caches: return
-# 154 -> 687, falls 100 % -> 35 % (first against last tenth). demo-stance: the stance task (4.7 min there; its
-# return rises slowly, 211 -> 253, and falls stay at 100 %).
+# MuJoCo's offscreen OpenGL works, a 3 s video. The training stops at 6.5 minutes; docs/guide.md says what it
+# shows and cites a run's metrics. demo-stance: the stance task (its return rises slowly; falls do not move).
 demo: $(STAMP)
 	$(VENV)/bin/boxjax demo
 

@@ -97,3 +97,33 @@ def test_with_opengl_the_demo_ends_with_the_video_path(tmp_path, monkeypatch, ca
     assert video[3] == "watch" and env["MUJOCO_GL"] == "egl"
     out = capsys.readouterr().out
     assert "return 1 -> 3" in out and out.rstrip().endswith("demo: video: runs/demo-x/fighter.mp4")
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _words(path: str) -> str:
+    """A document's text with its line breaks and runs of spaces as single spaces."""
+    with open(os.path.join(REPO, path)) as f:
+        return " ".join(f.read().split())
+
+
+def test_the_guide_quotes_the_demo_figures_of_the_run_it_cites():
+    import re
+
+    from boxjax import runs
+
+    guide = _words("docs/guide.md")
+    cited = re.findall(r"results/logs/(demo-[\w.-]+\.jsonl\.gz)", guide)
+    assert cited, "docs/guide.md cites no demo run under results/logs/"
+    rows = runs.read_metrics(os.path.join(REPO, "results", "logs", cited[0]))
+    (r0, r1), (f0, f1), (e0, e1) = (
+        demo.tenth_means(rows, key) for key in ("episode/return", "episode/fall_rate", "episode/length")
+    )
+    quoted = (
+        f"return {r0:.0f} → {r1:.0f}, falls {100 * f0:.0f} % → {100 * f1:.0f} %, "
+        f"episodes {e0:.0f} → {e1:.0f} control steps"
+    )
+    assert quoted in guide, quoted
+    assert f"{demo.ITERATIONS} iterations or {demo.MINUTES:g} minutes" in guide
+    assert f"{demo.MINUTES:g} min of training" in _words("README.md")

@@ -33,7 +33,7 @@ TRAINING = (
 episodes only (the simulated opponent punching), the stance's exploration noise and KL target, and the shipped
 walking teacher's legs distilled with weight 10: imitating a walker that stands is what moves first. At the
 CLI's CPU defaults (8 worlds x 8 steps, all five kinds, distillation 0.1, KL target 0.01) nothing visible is
-learnt in ten minutes (the README has the figures)."""
+learnt in ten minutes (measured at f6a6238; docs/guide.md says what the demo shows)."""
 ITERATIONS = 360
 """Iterations at most (the progress line's ETA counts toward them)."""
 MINUTES = 6.5
