@@ -142,3 +142,40 @@ def test_the_layer_knows_no_task():
         "assert not tasks, tasks"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_pool_of_snapshots_plays_some_worlds_and_their_steps_are_not_learned():
+    """Pool of 2, a snapshot every 2 iterations, every reset drawing a snapshot (share 1): the pool fills at
+    iterations 0 and 2; once filled, every world whose episode restarted is played on one side by a snapshot,
+    each side in some worlds; the snapshot in slot 0 is the fresh model bit for bit."""
+    state, history = run(4, pool_size=2, pool_every=2, pool_share=1.0)
+    assert [row["pool/filled"] for row in history] == [1.0, 1.0, 2.0, 2.0]
+    shares = [(row["agent/runner/snapshot_share"], row["agent/chaser/snapshot_share"]) for row in history]
+    assert shares[0] == (0.0, 0.0)  # no world has restarted yet (25-step episodes, 25-step unrolls)
+    # every world restarts at step 25 and, share 1, has exactly one side played by a snapshot
+    assert all(runner + chaser == 1.0 and runner > 0 and chaser > 0 for runner, chaser in shares[1:]), shares
+    fresh = ppo.train_run(PointChase(), CONFIG, KEY, iterations=0)[0].train_state
+    slot0 = jax.tree.map(lambda x: x[0], state.train_state.pool.params)
+    assert _equal(slot0, fresh.params)
+
+
+def test_transitions_a_snapshot_acted_for_do_not_move_the_loss():
+    """The loss of a batch with some transitions weighted 0 is the loss of the batch without them."""
+    from boxjax.rl.losses import LossBatch, ppo_loss
+
+    rng = np.random.default_rng(0)
+    batch = LossBatch(
+        obs=np.zeros((8, 1), np.float32),
+        action=rng.normal(size=(8, 2)).astype(np.float32),
+        log_prob=rng.normal(size=8).astype(np.float32),
+        advantage=rng.normal(size=8).astype(np.float32),
+        target=rng.normal(size=8).astype(np.float32),
+    )
+    mean, log_std, value = rng.normal(size=(8, 2)), np.zeros(2), rng.normal(size=8)
+    weight = np.array([1, 0, 1, 1, 0, 1, 0, 1], np.float32)
+    kept = weight > 0
+    args = dict(clip_eps=0.2, value_coef=0.5, entropy_coef=0.01, normalize_advantages=True)
+    weighted = ppo_loss(mean, log_std, value, batch.replace(weight=weight), **args)
+    alone = ppo_loss(mean[kept], log_std, value[kept], jax.tree.map(lambda x: x[kept], batch), **args)
+    for a, b in zip(jax.tree.leaves(weighted), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

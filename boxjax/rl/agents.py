@@ -5,7 +5,9 @@ Task-free: the agents, their sizes, observations and rewards come from the env p
 (`boxjax.envs.base`: `agents`, `State.others`), never from a task. The train state is the single-agent
 `TrainState` whose `params`, `opt_state` and `normalizer` are dicts by agent name; the curriculum (the
 env's), the iteration count and the key are the run's. `PPOConfig.frozen_agents` keeps agents from
-learning; `PPOConfig.agent_turn_iterations` makes them take turns.
+learning; `PPOConfig.agent_turn_iterations` makes them take turns; `PPOConfig.pool_size` keeps a pool of
+past models (fictitious self-play): at each reset a world may have one agent played by a snapshot, and that
+agent learns nothing from that world's steps until the next reset (`rollout.Faces`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from boxjax.envs import base
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.rollout import RolloutState, Transition, rollout, sample_action
+from boxjax.rl.rollout import Faces, RolloutState, Transition, rollout, sample_action
 from boxjax.rl.train_step import (
     IterationFn,
     Learned,
+    Pool,
     TrainState,
     agent_network,
     iteration_metrics,
@@ -62,6 +65,11 @@ def check_config(env: base.Env, config: PPOConfig) -> None:
         raise ValueError(f"PPOConfig.frozen_agents names {unknown}; the env's agents are {names}")
     if not set(names) - set(config.frozen_agents):
         raise ValueError(f"PPOConfig.frozen_agents freezes every agent ({names}): none would learn")
+    if config.pool_size and config.batch_layout != "transitions":
+        raise ValueError(
+            f"PPOConfig.pool_size {config.pool_size} takes batch_layout 'transitions' (its loss leaves out "
+            f"the transitions a snapshot acted for), not {config.batch_layout!r}"
+        )
     if config.num_seeds != 1 or config.num_devices != 1:
         raise ValueError(
             f"an env with several agents ({names}) trains one seed on one device (PPOConfig.num_seeds "
@@ -92,24 +100,81 @@ def learns_now(config: PPOConfig, names: list[str], iteration: jax.Array) -> dic
 
 def agents_policy(nets: dict[str, ActorCritic], train_state: TrainState, normalize: bool):
     """The rollout's policy of every agent (`boxjax.rl.rollout.PolicyFn` over dicts by agent name): each
-    samples from its own network with its own normaliser and noise."""
+    samples from its own network with its own normaliser and noise; with the worlds' `Faces` (a pool), an
+    agent a snapshot plays in a world acts there by the snapshot's network, with the same noise."""
+    pool = train_state.pool
 
-    def act(obs: dict[str, jax.Array], key: jax.Array):
+    def act(obs: dict[str, jax.Array], key: jax.Array, faces: Faces | None = None):
         out = {}
         for i, name in enumerate(nets):
+            noise_key = jax.random.fold_in(key, i)
             params, normalizer = train_state.params[name], train_state.normalizer[name]
-            out[name] = sample_action(
-                nets[name], params, normalizer, obs[name], jax.random.fold_in(key, i), normalize
-            )
+            out[name] = sample_action(nets[name], params, normalizer, obs[name], noise_key, normalize)
+            if faces is not None:
+                out[name] = _snapshot_acts(
+                    nets[name], pool, name, obs[name], noise_key, normalize, faces, i, out[name]
+                )
         return tuple({name: out[name][part] for name in out} for part in range(3))
 
     return act
 
 
-def agent_transition(traj: Transition, name: str, primary: str) -> Transition:
-    """One agent's (T, N) transitions of a several-agent rollout (the distillation targets are the primary
-    agent's)."""
+def _snapshot_acts(net, pool, name, obs, key, normalize, faces: Faces, index: int, current):
+    """(raw, log prob, action) of agent `index` in every world: the snapshot's where a snapshot plays it
+    (`faces`), `current` elsewhere. Every slot acts on every world (one batched pass), each world takes its
+    slot's."""
+
+    def by_slot(params, normalizer):
+        return sample_action(net, params, normalizer, obs, key, normalize)
+
+    every = jax.vmap(by_slot)(pool.params[name], pool.normalizer[name])
+    worlds = jnp.arange(obs.shape[0])
+    mine = faces.side == index
+    return tuple(
+        jnp.where(mine.reshape(mine.shape + (1,) * (now.ndim - 1)), slots[faces.slot, worlds], now)
+        for slots, now in zip(every, current, strict=True)
+    )
+
+
+def redraw(config: PPOConfig, agents_count: int, filled: jax.Array):
+    """The rollout's `redraw_faces` for a pool with `filled` snapshots: a world whose episode ended draws,
+    with chance `config.pool_share` (none while the pool is empty), one agent evenly and a filled slot
+    evenly for a snapshot to play; the others keep theirs."""
+
+    def draw(key: jax.Array, done: jax.Array, faces: Faces) -> Faces:
+        share_key, side_key, slot_key = jax.random.split(key, 3)
+        worlds = done.shape[0]
+        pooled = (jax.random.uniform(share_key, (worlds,)) < config.pool_share) & (filled > 0)
+        side = jnp.where(pooled, jax.random.randint(side_key, (worlds,), 0, agents_count), -1)
+        slot = jax.random.randint(slot_key, (worlds,), 0, jnp.maximum(filled, 1))
+        ended = done > 0.5
+        return Faces(side=jnp.where(ended, side, faces.side), slot=jnp.where(ended, slot, faces.slot))
+
+    return draw
+
+
+def snapshot(config: PPOConfig, train_state: TrainState) -> Pool:
+    """The pool with every agent's current model put in its next slot at an iteration that is a multiple
+    of `config.pool_every`; as it was otherwise."""
+    pool = train_state.pool
+    due = train_state.iteration % config.pool_every == 0
+
+    def put(slots, now):
+        return jnp.where(due, slots.at[pool.next_slot].set(now), slots)
+
+    return pool.replace(
+        params=jax.tree.map(put, pool.params, train_state.params),
+        normalizer=jax.tree.map(put, pool.normalizer, train_state.normalizer),
+        filled=jnp.where(due, jnp.minimum(pool.filled + 1, config.pool_size), pool.filled),
+        next_slot=jnp.where(due, (pool.next_slot + 1) % config.pool_size, pool.next_slot),
+    )
+
+
+def agent_transition(traj: Transition, name: str, primary: str, index: int) -> Transition:
+    """One agent's (T, N) transitions of a several-agent rollout, agent `index` in the env's order (the
+    distillation targets are the primary agent's); with a pool, those a snapshot acted for weigh 0."""
     distill = name == primary
+    weight = None if traj.side is None else (traj.side != index).astype(jnp.float32)
     return Transition(
         obs=traj.obs[name],
         action=traj.action[name],
@@ -120,6 +185,7 @@ def agent_transition(traj: Transition, name: str, primary: str) -> Transition:
         done=traj.done,
         distill_target=traj.distill_target if distill else None,
         distill_mask=traj.distill_mask if distill else None,
+        weight=weight,
     )
 
 
@@ -164,6 +230,10 @@ def train_iteration(
     nets = {a.name: agent_network(a, config) for a in agents}
     key, rollout_key, update_key = jax.random.split(train_state.key, 3)
     params_now = base.apply_curriculum(env, env_params, train_state.curriculum)
+    draw = None
+    if config.pool_size:
+        train_state = train_state.replace(pool=snapshot(config, train_state))
+        draw = redraw(config, len(agents), train_state.pool.filled)
     rollout_state, traj, summary, env_metrics = rollout(
         env,
         params_now,
@@ -175,11 +245,16 @@ def train_iteration(
         reset_every=config.reset_every,
         restart_on_draw=config.restart_on_draw,
         primary=primary,
+        redraw_faces=draw,
     )
     now = learns_now(config, names, train_state.iteration)
     learned, figures = {}, {}
+    if config.pool_size:
+        figures["pool/filled"] = train_state.pool.filled.astype(jnp.float32)
     for i, name in enumerate(names):
-        mine = agent_transition(traj, name, primary)
+        mine = agent_transition(traj, name, primary, i)
+        if mine.weight is not None:
+            figures[f"{PREFIX}{name}/snapshot_share"] = 1.0 - jnp.mean(mine.weight)
         learned[name] = learn_or_keep(
             nets[name],
             config,

@@ -22,6 +22,9 @@ _LATER_FIELDS = {
     "num_seeds": 1,
     "frozen_agents": (),
     "agent_turn_iterations": 0,
+    "pool_size": 0,
+    "pool_every": 50,
+    "pool_share": 0.5,
 }
 """Fields added after checkpoints were first written, with the value that means "absent": `to_dict` leaves
 them out at that value so the stored config (compared on resume) of older runs still matches."""
@@ -124,6 +127,14 @@ class PPOConfig:
     agent_turn_iterations: int = 0
     """With several learners: 0, every agent not frozen updates every iteration; N > 0, they take turns in
     the env's order (frozen ones skipped), N iterations each, the others frozen meanwhile."""
+    pool_size: int = 0
+    """With several learners, a pool against cycling (fictitious self-play, `boxjax.rl.agents`): snapshots of
+    every agent's model kept in the program, the oldest replaced first; 0, no pool."""
+    pool_every: int = 50
+    """Iterations between two snapshots into the pool (the first at iteration 0)."""
+    pool_share: float = 0.5
+    """The chance that a world, at each reset, has one of its agents (drawn evenly) played by a snapshot
+    (drawn evenly from the pool) until its next reset; that agent learns nothing from that world."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "num_envs": COUNT,
@@ -149,6 +160,9 @@ class PPOConfig:
         "gae_window": Range(0, integer=True),
         "num_seeds": COUNT,
         "agent_turn_iterations": Range(0, integer=True),
+        "pool_size": Range(0, integer=True),
+        "pool_every": COUNT,
+        "pool_share": UNIT,
     }
     """Valid range of each numeric field (`boxjax.ranges`)."""
 

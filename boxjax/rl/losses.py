@@ -130,6 +130,9 @@ class LossBatch:
     entropy_noise: jax.Array | None = None
     """(B, A) standard normal noise of each transition for a squashed policy's entropy sample (drawn per
     epoch, `train_step.transition_noise`); None for the clipped normal policy."""
+    weight: jax.Array | None = None
+    """(B,) 1.0 for a transition that counts, 0.0 for one that does not (an agent's step a snapshot acted
+    for, `boxjax.rl.agents`): every mean of the loss is over the counted ones; None: all count."""
 
 
 @struct.dataclass
@@ -161,6 +164,14 @@ def distill_loss(mean: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Arr
     return jnp.mean(per_sample / jnp.maximum(jnp.sum(mask, axis=-1), 1.0))
 
 
+def weighted_mean(x: jax.Array, weight: jax.Array | None) -> jax.Array:
+    """Mean of `x` (B,), over the transitions of weight 1 (`LossBatch.weight`; 0 where none counts); the
+    plain mean without weights."""
+    if weight is None:
+        return jnp.mean(x)
+    return jnp.sum(x * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
 def ppo_loss(
     mean: jax.Array,
     log_std: jax.Array,
@@ -190,20 +201,25 @@ def ppo_loss(
       [+ distill_coef * distill].
     """
     entropy_sample = dist.entropy_sample(mean, log_std, batch.entropy_noise)
+    w = batch.weight
     adv = batch.advantage
-    if normalize_advantages:
+    if normalize_advantages and w is None:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    elif normalize_advantages:  # the counted transitions' mean and std
+        centre = weighted_mean(adv, w)
+        adv = (adv - centre) / (jnp.sqrt(weighted_mean(jnp.square(adv - centre), w)) + 1e-8)
     log_prob = dist.log_prob(mean, log_std, batch.action)
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
     surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
-    policy_loss = -surrogate.mean()
-    value_loss = 0.5 * jnp.mean(jnp.square(value - batch.target))
+    policy_loss = -weighted_mean(surrogate, w)
+    value_loss = 0.5 * weighted_mean(jnp.square(value - batch.target), w)
     entropy = dist.entropy(log_std, entropy_sample)
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     distill = jnp.zeros((), jnp.float32)
     if batch.distill_target is not None:
-        distill = distill_loss(mean, batch.distill_target, batch.distill_mask)
+        mask = batch.distill_mask if w is None else batch.distill_mask * w[:, None]
+        distill = distill_loss(mean, batch.distill_target, mask)
         if distill_coef > 0:
             total = total + distill_coef * distill
     return LossTerms(
@@ -211,8 +227,8 @@ def ppo_loss(
         policy=policy_loss,
         value=value_loss,
         entropy=entropy,
-        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
-        clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32)),
+        approx_kl=weighted_mean((ratio - 1.0) - log_ratio, w),
+        clip_fraction=weighted_mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32), w),
         distill=distill,
     )
 

@@ -213,11 +213,15 @@ def own_buffers(tree: Any) -> Any:
 
 
 def fresh_rollout(
-    env: Env, env_params: Any, key: jax.Array, num_envs: int, reset_every: int = 1
+    env: Env, env_params: Any, key: jax.Array, num_envs: int, reset_every: int = 1, faces: bool = False
 ) -> RolloutState:
-    """`num_envs` freshly reset worlds (`init_rollout`), jitted: op by op the vmapped reset (MJX forward,
-    IK in some tasks) took a minute on the CPU."""
-    return jax.jit(lambda p, k: init_rollout(env, p, k, num_envs, reset_every=reset_every))(env_params, key)
+    """`num_envs` freshly reset worlds (`init_rollout`, with `faces` for a pool of snapshots), jitted: op by
+    op the vmapped reset (MJX forward, IK in some tasks) took a minute on the CPU."""
+
+    def fresh(p, k):
+        return init_rollout(env, p, k, num_envs, reset_every=reset_every, faces=faces)
+
+    return jax.jit(fresh)(env_params, key)
 
 
 def _initial_state(
@@ -237,7 +241,10 @@ def _initial_state(
     else:
         train_state = init_train_state(env, config, train_key)
         if dp is None:
-            rollout_state = fresh_rollout(env, env_params, env_key, config.num_envs, config.reset_every)
+            faces = config.pool_size > 0
+            rollout_state = fresh_rollout(
+                env, env_params, env_key, config.num_envs, config.reset_every, faces
+            )
         else:
             rollout_state = dp.init_rollout(env_key)
     template = rollout_state if dp is None else dp.host_template(env_key)

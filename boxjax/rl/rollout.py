@@ -16,6 +16,21 @@ from boxjax.rl.collectives import Shards
 
 
 @struct.dataclass
+class Faces:
+    """Per world, which agent a snapshot from the pool plays (`boxjax.rl.agents`), until its next reset."""
+
+    side: jax.Array
+    """(N,) int32 the index of the agent (the env's order) a snapshot plays; -1: every agent is current."""
+    slot: jax.Array
+    """(N,) int32 the pool slot of that snapshot."""
+
+    @classmethod
+    def none(cls, num_envs: int) -> Faces:
+        """Every world's agents current."""
+        return cls(side=jnp.full((num_envs,), -1, jnp.int32), slot=jnp.zeros((num_envs,), jnp.int32))
+
+
+@struct.dataclass
 class RolloutState:
     """Environment state carried from one iteration to the next."""
 
@@ -30,6 +45,9 @@ class RolloutState:
     None when they are drawn afresh every iteration."""
     reset_pool_age: jax.Array | None = None
     """() int32 iterations the pool has served (None without a pool)."""
+    faces: Faces | None = None
+    """Which agent a snapshot plays in each world (a several-agent run with a pool of snapshots); None
+    without one."""
 
 
 @struct.dataclass
@@ -54,6 +72,11 @@ class Transition:
     """(T, N, A) the env's target for the policy mean on `obs` (`env.distill_target`); None without."""
     distill_mask: jax.Array | None = None
     """(T, N, A) the dims that target pulls (1.0) or not (0.0); None without distillation."""
+    side: jax.Array | None = None
+    """(T, N) int32 the agent a snapshot played at the step (`Faces.side`); None without a pool."""
+    weight: jax.Array | None = None
+    """(T, N) 1.0 where the transition is the learner's own, 0.0 where a snapshot acted for it (an agent's
+    transitions, `boxjax.rl.agents.agent_transition`); None: every transition counts."""
 
 
 def has_distill_target(env: Env) -> bool:
@@ -83,11 +106,13 @@ def init_rollout(
     num_envs: int,
     shards: Shards | None = None,
     reset_every: int = 1,
+    faces: bool = False,
 ) -> RolloutState:
     """Fresh worlds for the first iteration (`num_envs` on this device; see `world_keys` for `shards`).
 
     With `reset_every` > 1 the state holds a reset pool (`rollout`), marked stale so that the first
-    rollout draws it (its placeholder values are never used)."""
+    rollout draws it (its placeholder values are never used). With `faces`, it holds every world's `Faces`
+    (all agents current) for a pool of snapshots."""
     if reset_every < 1:
         raise ValueError(f"reset_every must be >= 1, got {reset_every}")
     state = batch_reset(env, env_params, world_keys(key, num_envs, shards))
@@ -100,6 +125,7 @@ def init_rollout(
         episode_length=jnp.zeros((num_envs,), jnp.float32),
         reset_pool=pool,
         reset_pool_age=age,
+        faces=Faces.none(num_envs) if faces else None,
     )
 
 
@@ -217,6 +243,10 @@ def _per_iteration(metric_sum: dict[str, jax.Array], unroll_length: int) -> dict
     return {k: v if k.startswith(SUM_PREFIX) else v / unroll_length for k, v in metric_sum.items()}
 
 
+FACES_STREAM = 2**31 - 1
+"""The number folded into a step's key for the draw of the worlds' `Faces` (a stream of its own)."""
+
+
 def observed(state: State, primary: str | None) -> jax.Array | dict[str, jax.Array]:
     """The observations of `state`: the env's one observation, or with `primary` (`rollout`) every agent's
     by name."""
@@ -244,13 +274,16 @@ def rollout(
     reset_every: int = 1,
     restart_on_draw: bool = False,
     primary: str | None = None,
+    redraw_faces: Callable[[jax.Array, jax.Array, Faces], Faces] | None = None,
 ) -> tuple[RolloutState, Transition, EpisodeSummary, dict[str, jax.Array]]:
     """Step all worlds `unroll_length` times, acting with `policy` (`network_policy` for a network).
 
     With `primary` (the name of an env's first agent, for an env with several, `boxjax.envs.base`), the
     policy acts on every agent's observations by name and returns every agent's action by name, and the
     transitions' `obs`, `action`, `log_prob`, `reward` and `next_obs` are dicts by agent name
-    (`boxjax.rl.agents`); the episode figures are the primary agent's.
+    (`boxjax.rl.agents`); the episode figures are the primary agent's. With a pool of snapshots (the
+    state's `faces`), the policy also takes the worlds' `Faces`, `redraw_faces(key, done (N,), faces)` draws
+    them anew for the worlds whose episode ended, and the transitions record each step's `side`.
 
     With `distill` (and an env that has the hook, `has_distill_target`) each transition also keeps the
     env's distillation target and mask for the state the policy acted on.
@@ -275,7 +308,11 @@ def rollout(
 
     def body(carry, step_key):
         rs, summary, metric_sum, _ = carry
-        raw, log_prob, action = policy(observed(rs.env, primary), step_key)
+        faces = rs.faces
+        if faces is None:
+            raw, log_prob, action = policy(observed(rs.env, primary), step_key)
+        else:
+            raw, log_prob, action = policy(observed(rs.env, primary), step_key, faces)
         target, mask = distill_targets(env, env_params, rs.env) if distill else (None, None)
         nxt, stepped = autoreset_step(env, env_params, rs.env, first, action)
         ep_return = rs.episode_return + stepped.reward
@@ -287,6 +324,9 @@ def rollout(
         nonfinite_sum = carry[3] + jnp.sum(bad)
         keep = 1.0 - stepped.done
         rs = rs.replace(env=nxt, episode_return=ep_return * keep, episode_length=ep_length * keep)
+        if faces is not None:
+            faces_key = jax.random.fold_in(step_key, FACES_STREAM)
+            rs = rs.replace(faces=redraw_faces(faces_key, stepped.done, faces))
         transition = Transition(
             obs=observed(carry[0].env, primary),
             action=raw,
@@ -297,6 +337,7 @@ def rollout(
             done=stepped.done,
             distill_target=target,
             distill_mask=mask,
+            side=None if faces is None else faces.side,
         )
         return (rs, summary, metric_sum, nonfinite_sum), transition
 

@@ -43,6 +43,30 @@ class TrainState:
     """() int32 iterations completed."""
     key: jax.Array
     """PRNG key for the next iteration."""
+    pool: Pool | None = None
+    """Snapshots of every agent's model, for a several-agent run with `PPOConfig.pool_size` > 0
+    (`boxjax.rl.agents`); None otherwise."""
+
+
+@struct.dataclass
+class Pool:
+    """Snapshots of every agent's model (fictitious self-play): leaves (pool_size, ...) by agent name."""
+
+    params: dict[str, Any]
+    normalizer: dict[str, Normalizer]
+    filled: jax.Array
+    """() int32 slots holding a snapshot (they fill from slot 0)."""
+    next_slot: jax.Array
+    """() int32 the slot the next snapshot replaces (the oldest once full)."""
+
+    @classmethod
+    def empty(cls, params: dict[str, Any], normalizer: dict[str, Normalizer], size: int) -> Pool:
+        """`size` zeroed slots shaped as the agents' `params` and `normalizer`, none filled."""
+        zeros = jax.tree.map(
+            lambda x: jnp.zeros((size, *jnp.shape(x)), jnp.asarray(x).dtype), (params, normalizer)
+        )
+        none = jnp.zeros((), jnp.int32)
+        return cls(params=zeros[0], normalizer=zeros[1], filled=none, next_slot=none)
 
 
 IterationFn = Callable[[TrainState, RolloutState, Any], tuple[TrainState, RolloutState, dict]]
@@ -111,6 +135,10 @@ def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainS
         params, opt_state, normalizer = models[agents[0].name]
     else:  # several learners: each part a dict by agent name (`boxjax.rl.agents`)
         params, opt_state, normalizer = ({k: v[part] for k, v in models.items()} for part in range(3))
+    if config.pool_size and len(agents) == 1:
+        raise ValueError(
+            f"PPOConfig.pool_size {config.pool_size}: a pool of snapshots needs an env with several agents"
+        )
     return TrainState(
         params=params,
         opt_state=opt_state,
@@ -118,6 +146,7 @@ def init_train_state(env: base.Env, config: PPOConfig, key: jax.Array) -> TrainS
         curriculum=base.init_curriculum(env),
         iteration=jnp.zeros((), jnp.int32),
         key=key,
+        pool=Pool.empty(params, normalizer, config.pool_size) if config.pool_size else None,
     )
 
 
@@ -327,6 +356,7 @@ def advantages_and_batch(
         target=target,
         distill_target=traj.distill_target,
         distill_mask=traj.distill_mask,
+        weight=traj.weight,
     )
     return jax.tree.map(_flatten_time, flat)
 
