@@ -2,8 +2,9 @@
 
 `env` composes the task from `config` (config, params, per-world state), `kinds` (the episode kinds),
 `punch` (the opponent's punch clock and outcomes), `punches` (the punch library), `scoring` (the
-19-path punch score), `vision` (rays, occlusion, delay) and `ik` (the arm fit of block presses; `ik_cpu`
-on MuJoCo's C engine). `cpu` holds its resets' arm fit for the CPU path (`boxjax.envs.cpu`).
+19-path punch score), `vision` (rays, occlusion, delay), `opponent` (the opponent as a learner) and `ik`
+(the arm fit of block presses; `ik_cpu` on MuJoCo's C engine). `cpu` holds its resets' arm fit for the CPU
+path (`boxjax.envs.cpu`).
 """
 
 from boxjax.envs.base import Task

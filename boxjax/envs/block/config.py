@@ -46,6 +46,8 @@ PUNCH_SOURCES = ("library", "procedural", "heldout")
 """Where the opponent's punches come from (`BlockConfig.punch_source`)."""
 OPPONENTS = ("simulated", "puppet")
 """The opponent's kinds (`BlockConfig.opponent`)."""
+OPPONENT_POLICIES = ("scripted", "learned")
+"""Who moves the simulated opponent (`BlockConfig.opponent_policy`)."""
 NUM_POSES = len(ik.GUARD_POSES)
 TASK_FIELDS = (("kind", len(KINDS)), ("command", NUM_POSES + 6 + 8), ("walk", 3), ("bag", 3))
 """Task part of the observation: kind one-hot; command: the one-hot of the named pose nearest its targets,
@@ -84,6 +86,16 @@ class BlockConfig(TaskConfig):
     opponent_weld_timeconst_s: float = 0.02
     """Solref time constant of the weld holding the simulated opponent's pelvis to the recorded root path
     (MuJoCo's default stiffness: he sags 0.5 mm in the guard)."""
+    opponent_policy: str = "scripted"
+    """Who throws his punches, one of `OPPONENT_POLICIES`: "scripted", the punch source's PD targets alone;
+    "learned", a second learner (`BlockEnv.agents`, `boxjax.envs.block.opponent`) whose action offsets
+    those targets (the simulated opponent with every hinge only)."""
+    opponent_offset_rad: float = 0.3
+    """Learned opponent: his joint-target offset from the scripted punch's for an action of 1."""
+    w_opponent_effort: float = 0.01
+    """Learned opponent: weight of his effort cost (mean squared action) in his reward."""
+    opponent_clean_bonus: float = 0.5
+    """Learned opponent: his bonus for a clean hit, beside the hit's score."""
     kind_weights: tuple[float, ...] = (0.4, 0.2, 0.15, 0.15, 0.1)
     """Relative weights of the episode kinds, `KINDS` order (face, command, walk, bag, shove)."""
     action_scale_rad: float = 0.4
@@ -217,9 +229,13 @@ class BlockConfig(TaskConfig):
         **TaskConfig.AS_BUILT,
         "opponent_freeze_idle": False,
         "punch_source": "library",
+        "opponent_policy": "scripted",
+        "opponent_offset_rad": 0.3,
+        "w_opponent_effort": 0.01,
+        "opponent_clean_bonus": 0.5,
     }
-    """As `TaskConfig.AS_BUILT`: runs from before the option existed (every hinge of his simulated) describe
-    themselves as before."""
+    """As `TaskConfig.AS_BUILT`: runs from before an option existed (every hinge of his simulated, his punches
+    scripted) describe themselves as before."""
 
     RANGES = {
         "kind_weights": NON_NEGATIVE,
@@ -235,6 +251,9 @@ class BlockConfig(TaskConfig):
         "opponent_weld_timeconst_s": POSITIVE,
         "opponent_contact_timeconst_s": POSITIVE,
         "opponent_follow_mps": NON_NEGATIVE,
+        "opponent_offset_rad": POSITIVE,
+        "w_opponent_effort": NON_NEGATIVE,
+        "opponent_clean_bonus": NON_NEGATIVE,
         "opponent_turn_radps": NON_NEGATIVE,
         "opponent_park_m": ANY,
         "ik_iterations": COUNT,
@@ -277,6 +296,7 @@ class BlockConfig(TaskConfig):
             raise ValueError(
                 f"BlockConfig.punch_source: unknown {self.punch_source!r}; valid: {', '.join(PUNCH_SOURCES)}"
             )
+        self._check_opponent_policy()
         if self.opponent_body not in BODIES:
             raise ValueError(
                 f"BlockConfig.opponent_body: unknown body {self.opponent_body!r}; valid: {', '.join(BODIES)}"
@@ -284,6 +304,20 @@ class BlockConfig(TaskConfig):
         unknown = sorted(set(self.ablate) - set(ABLATIONS))
         if unknown:
             raise ValueError(f"BlockConfig.ablate: unknown parts {unknown}; valid: {', '.join(ABLATIONS)}")
+
+    def _check_opponent_policy(self) -> None:
+        """Reject an unknown `opponent_policy`, and a learned one for an opponent without every hinge."""
+        if self.opponent_policy not in OPPONENT_POLICIES:
+            raise ValueError(
+                f"BlockConfig.opponent_policy: unknown {self.opponent_policy!r}; "
+                f"valid: {', '.join(OPPONENT_POLICIES)}"
+            )
+        if self.opponent_policy == "learned" and (self.opponent != "simulated" or self.opponent_freeze_idle):
+            raise ValueError(
+                "BlockConfig.opponent_policy='learned' needs the simulated opponent with every hinge "
+                f"(opponent='simulated', opponent_freeze_idle=false; got opponent={self.opponent!r}, "
+                f"opponent_freeze_idle={self.opponent_freeze_idle})"
+            )
 
     def contact_budget(self) -> budget.ContactBudget:
         """Slots of one block world: both fighters and the opponent's weld (`budget.world_budget`), or our
@@ -387,6 +421,9 @@ class BlockInfo:
     """Procedural and held-out punches: the current (or next) punch; `punch` is then its held-out row."""
     draw: procedural.Draw | None = None
     """...and the draw it was made from (a sequence's next punch follows from it)."""
+    opponent_view: jax.Array | None = None
+    """Learned opponent: (max(delay_steps, 1), `opponent.VIEW_SIZE`) ring buffer of his view of our fighter,
+    delayed as our vision (`slot` is its oldest frame too); None with the scripted one."""
 
 
 @struct.dataclass

@@ -19,9 +19,16 @@ from boxjax.physics.backend import Backend
 
 class CpuTask(BlockEnv):
     """`BlockEnv` whose resets fit the command's arms on MuJoCo's C engine (`ik_cpu.ArmFit`, through a
-    host callback) instead of MJX's kinematics; everything else is `BlockEnv`'s."""
+    host callback) instead of MJX's kinematics; everything else is `BlockEnv`'s. One learner only: the
+    learned opponent (`BlockConfig.opponent_policy` "learned") is refused."""
 
     def __init__(self, config: BlockConfig, backend: Backend | None = None):
+        if config.opponent_policy != "scripted":
+            raise ValueError(
+                f"BlockConfig.opponent_policy={config.opponent_policy!r} runs on the JAX/MJX path only "
+                "(boxjax.envs.make, a GPU or the 'jax' impl); the CPU path on MuJoCo's C engine steps one "
+                "learner: use opponent_policy='scripted' there"
+            )
         super().__init__(config, backend)
         self.arm_fit = ik_cpu.ArmFit(self.mj_model, self.arm_ik)
 

@@ -25,6 +25,7 @@ from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State
 from boxjax.envs.block import from_stance, ik, procedural, punches, vision
 from boxjax.envs.block import kinds as block_kinds
+from boxjax.envs.block import opponent as block_opponent
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.block.config import (
     BAG,
@@ -119,6 +120,7 @@ class BlockEnv:
         self.obs_slices = self._layout()
         self.observation_size = self.obs_slices["task"].stop
         self._resolve_procedural(lib)
+        self._resolve_agents()
         self.teacher = teacher_lib.teacher_for(config.teacher, config.body)
         if self.teacher is not None:
             self.distill_target = self._distill_target
@@ -204,6 +206,36 @@ class BlockEnv:
         anchor = np.asarray(self.arena.anchor_pos, np.float32)[:2] - self.scene_ref[:2]
         self.scene_dir = (anchor / np.linalg.norm(anchor)).astype(np.float32)
         """(2,) the recorded scene's direction from our pelvis to the opponent (his distance offsets)."""
+
+    def _resolve_agents(self) -> None:
+        """The learners of a world (`agents`, `boxjax.envs.base`): none named with the scripted opponent (the
+        one-agent protocol); our fighter ("blocker") then the opponent with the learned one."""
+        self.learned = self.config.opponent_policy == "learned"
+        """Whether the opponent is a learner (`BlockConfig.opponent_policy`)."""
+        self.agents: tuple[base.Agent, ...] = ()
+        if not self.learned:
+            return
+        index = block_opponent.opponent_index(self.me, self.opponent)
+        self.opponent_index = index
+        guard = mujoco.MjData(self.mj_model)
+        guard.qpos[:] = self.guard_qpos
+        mujoco.mj_kinematics(self.mj_model, guard)
+        with jax.ensure_compile_time_eval():  # a host constant, even for an env built inside a trace
+            seen = block_opponent.view(guard.site_xpos, guard.xpos, guard.xmat, index)
+            self.opponent_guard_view = np.asarray(seen, np.float32)
+        """(VIEW_SIZE,) what the opponent sees of our fighter in the guard: his view before the first step."""
+        self.agents = (
+            base.Agent("blocker", self.observation_size, self.action_size),
+            base.Agent("opponent", block_opponent.observation_size(index), int(index.qpos_adr.shape[0])),
+        )
+
+    def _split_action(self, action) -> tuple[jax.Array, jax.Array | None]:
+        """(our fighter's action, the learned opponent's or None) from the action `step` was given: our
+        (action_size,) array (he then at zero offsets) or, with the learned opponent, a dict by agent name."""
+        if not self.learned:
+            return action, None
+        actions = base.split_action(self.agents, action)
+        return actions["blocker"], actions["opponent"]
 
     def _layout(self) -> dict[str, slice]:
         """Where each field sits in the observation (`obs_slices`)."""
@@ -313,6 +345,7 @@ class BlockEnv:
             key=key,
             spec=spec,
             draw=draw,
+            opponent_view=self._opponent_view_init(kind),
         )
         obs = self._observe(
             qpos, data.qvel, jnp.zeros((2,), jnp.float32), info, seen, jnp.asarray(self.bag_rest)
@@ -325,23 +358,29 @@ class BlockEnv:
             truncation=zero,
             metrics=self._zero_metrics(),
             info=info,
+            others=self._opponent_reset(params, qpos, data.qvel, info),
         )
 
-    def step(self, params: BlockParams, state: State, action: jax.Array) -> State:
+    def step(self, params: BlockParams, state: State, action) -> State:
         """One control step: `before_physics` (the opponent's punch, our action, a shove), the physics,
-        `after_physics` (see, score, reward, observe)."""
+        `after_physics` (see, score, reward, observe). `action`: our fighter's (action_size,) or, with the
+        learned opponent, a dict of every agent's by name (`base.split_action`)."""
+        if self.learned:  # split once: both halves read the same actions
+            action = base.split_action(self.agents, action)
         data, draws = self.before_physics(params, state, action)
         data = self.backend.step(params.model, data, self.substeps)
         return self.after_physics(params, state, data, action, draws)
 
     def before_physics(self, params: BlockParams, state: State, action: jax.Array):
         """The step up to the physics: the opponent's punch clock advanced and his puppet posed, our PD
-        targets driven by `action` (action_size,), the shove's kick. Pure and per world, like `step`.
+        targets driven by `action` (as `step`'s; the learned opponent's offsets his), the shove's kick. Pure
+        and per world, like `step`.
 
         Returns:
           (physics state to step from, `StepDraws` for `after_physics`).
         """
         info, table = state.info, params.punches
+        mine, his = self._split_action(action)
         key, k_punch, k_shove = jax.random.split(info.key, 3)
         spec = draw = None
         if self.procedural:
@@ -350,8 +389,10 @@ class BlockEnv:
             )
         else:
             punch, frame = block_punch.advance_punch(table, info.punch, info.frame, k_punch, self.gap_steps)
-        data = self._pose_opponent(state.data, table, punch, frame, info.kind, info.opponent_anchor, spec)
-        data = self._drive(data, action, info)
+        data = self._pose_opponent(
+            state.data, table, punch, frame, info.kind, info.opponent_anchor, spec, his
+        )
+        data = self._drive(data, mine, info)
         data, shoved = self._shove(data, info, k_shove)
         return data, StepDraws(punch=punch, frame=frame, shoved=shoved, key=key, spec=spec, draw=draw)
 
@@ -369,11 +410,13 @@ class BlockEnv:
           the world's next `State` (its `data` is `data`, with qpos/qvel reset where not finite).
         """
         info, cfg = state.info, self.config
+        action, his = self._split_action(action)
         face = (info.kind == FACE).astype(jnp.float32)
         data, finite = base.reset_nonfinite(self.backend, data, params.template.qpos)
         seen = self._see(data) * face
         buffer, slot, delayed = vision.delay_push(info.vision, info.slot, seen, self.delay_steps)
         judged = self._judge_punch(params.punches, data, info, draws, face)
+        his_view, others, his_metrics = self._opponent_step(params, data, info, draws, judged.events, his)
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
         terms.update(
@@ -393,22 +436,25 @@ class BlockEnv:
         info = info.replace(
             punch=draws.punch, frame=draws.frame, prev_action=action, vision=buffer, slot=slot, key=key,
             punch_glove=judged.glove, parried=judged.parried, punch_gap=judged.gap, punch_score=judged.score,
-            opponent_anchor=anchor, spec=draws.spec, draw=draws.draw,
+            opponent_anchor=anchor, spec=draws.spec, draw=draws.draw, opponent_view=his_view,
         )  # fmt: skip
         events = {**judged.events, **task_events}
-        metrics = self._metrics(data, info, terms, events, seen, draws.shoved, fell, finite)
+        metrics = {
+            **self._metrics(data, info, terms, events, seen, draws.shoved, fell, finite),
+            **his_metrics,
+        }
         timeout = (step >= cfg.max_steps).astype(jnp.float32) * (1.0 - fell)
         reward = sum(terms[k] for k in REWARD_TERMS) - cfg.w_fall * fell
         bag = data.geom_xpos[self.bag.geom_ids[0]]
         obs = self._observe(data.qpos, data.qvel, touch, info, delayed, bag)
-        return base.guarded_state(data, obs, reward, fell, timeout, finite, metrics, info)
+        return base.guarded_state(data, obs, reward, fell, timeout, finite, metrics, info, others)
 
     def _judge_punch(self, table, data, info: BlockInfo, draws: StepDraws, face) -> PunchJudgement:
         """The opponent's current punch judged after this step: its closest approach so far and its score
         there (`block_punch.closest_approach`), a touch of our guard on the way, and the step's events
         (`block_punch.punch_events`; face episodes only)."""
         cfg, frame = self.config, draws.frame
-        current = self._current_punch(table, draws)
+        current = self._current_punch(table, draws.punch, draws.spec)
         gloves, blockers = self._punch_capsules(data)
         hand = current.hand
         score, gap = self._score(data, gloves, blockers, hand, current.target)
@@ -428,11 +474,11 @@ class BlockEnv:
         events = {k: v * face for k, v in events.items()}
         return PunchJudgement(events=events, gap=best_gap, score=best_score, parried=parried, glove=glove)
 
-    def _current_punch(self, table: punches.PunchTable, draws: StepDraws) -> block_punch.CurrentPunch:
-        """The punch being thrown after the clock advanced: a table row, or the procedural one."""
+    def _current_punch(self, table: punches.PunchTable, punch, spec) -> block_punch.CurrentPunch:
+        """The punch being thrown (after the clock advanced): row `punch` of the table, or the procedural
+        `spec`."""
         if not self.procedural:
-            return block_punch.table_punch(table, draws.punch)
-        spec = draws.spec
+            return block_punch.table_punch(table, punch)
         return block_punch.CurrentPunch(spec.length, spec.impact, spec.hand, spec.target, spec.feint)
 
     def punch_tags(self, params: BlockParams, state: State) -> dict[str, jax.Array]:
@@ -463,6 +509,50 @@ class BlockEnv:
             }
         )
         return metrics
+
+    # -- learned opponent ----------------------------------------------------------------------------
+    def _opponent_view_init(self, kind) -> jax.Array | None:
+        """The learned opponent's view buffer at reset, full of his view of our guard in face episodes
+        (zeros otherwise, as our vision); None with the scripted opponent."""
+        if not self.learned:
+            return None
+        return vision.delay_init(jnp.asarray(self.opponent_guard_view) * (kind == FACE), self.delay_steps)
+
+    def _opponent_reset(self, params: BlockParams, qpos, qvel, info: BlockInfo) -> dict | None:
+        """The learned opponent's `State.others` at reset (his first observation, reward 0); None with the
+        scripted opponent."""
+        if not self.learned:
+            return None
+        punch = (info.kind, info.punch, info.frame, info.spec)
+        obs = self._opponent_observe(params.punches, qpos, qvel, punch, info.opponent_view[0])
+        return {"opponent": base.AgentStep(obs=obs, reward=jnp.zeros((), jnp.float32))}
+
+    def _opponent_step(self, params: BlockParams, data, info: BlockInfo, draws: StepDraws, events: dict, his):
+        """The learned opponent after the physics: (his view buffer with this step's frame pushed, his
+        `State.others`, his metrics `block_opponent.METRICS`); (None, None, {}) with the scripted one.
+        `info` is the state's before the step, `events` the step's `punch/*` figures."""
+        if not self.learned:
+            return None, None, {}
+        cfg = self.config
+        face = info.kind == FACE
+        seen = block_opponent.view(data.site_xpos, data.xpos, data.xmat, self.opponent_index) * face
+        buffer, _, delayed = vision.delay_push(info.opponent_view, info.slot, seen, self.delay_steps)
+        punch = (info.kind, draws.punch, draws.frame, draws.spec)
+        obs = self._opponent_observe(params.punches, data.qpos, data.qvel, punch, delayed)
+        reward = block_opponent.reward(events, his, cfg.opponent_clean_bonus, cfg.w_opponent_effort)
+        metrics = dict(zip(block_opponent.METRICS, (reward, block_opponent.effort(his)), strict=True))
+        return buffer, {"opponent": base.AgentStep(obs=obs, reward=reward)}, metrics
+
+    def _opponent_observe(self, table, qpos, qvel, punch: tuple, seen) -> jax.Array:
+        """The learned opponent's observation (`block_opponent.observe`) in `qpos`, `qvel`, with his delayed
+        view `seen`; `punch` is (episode kind, punch, frame, procedural spec or None) after the clock."""
+        kind, row, frame, spec = punch
+        face = kind == FACE
+        at = jnp.where(face, jnp.maximum(frame, 0), 0)
+        scripted = self._scripted_ctrl(table, row, at, spec)
+        current = self._current_punch(table, row, spec)
+        phase = block_opponent.punch_phase(current, frame, face, self.config.control_dt_s)
+        return block_opponent.observe(qpos, qvel, scripted, seen, phase, self.opponent_index)
 
     # -- teacher hook ---------------------------------------------------------------------------------
     def teacher_command(self, state: State) -> jax.Array:
@@ -603,18 +693,30 @@ class BlockEnv:
         )
 
     def _pose_opponent(
-        self, data: mjx.Data, table: punches.PunchTable, punch, frame, kind, anchor: jax.Array, spec=None
+        self,
+        data: mjx.Data,
+        table: punches.PunchTable,
+        punch,
+        frame,
+        kind,
+        anchor: jax.Array,
+        spec=None,
+        his=None,
     ) -> mjx.Data:
         """The opponent at `frame` of `punch` (the guard while he waits, frame < 0): in face episodes the
         recording moved with the scene to `anchor` (`place_scene`), otherwise parked in the guard. The
-        simulated opponent gets the frame's PD targets (of the procedural `spec` when given) and his root
-        anchor; the puppet, its body poses."""
+        simulated opponent gets the frame's PD targets (`_scripted_ctrl`; in face episodes offset by the
+        learned opponent's action `his` when given) and his root anchor; the puppet, its body poses."""
         face = kind == FACE
         at = jnp.where(face, jnp.maximum(frame, 0), 0)
-        if spec is not None:
-            return self._drive_opponent(data, self._spec_ctrl(spec, at), face, anchor)
         if self.simulated:
-            return self._drive_opponent(data, table.ctrl[punch, at], face, anchor)
+            ctrl = self._scripted_ctrl(table, punch, at, spec)
+            if his is not None:
+                steered = block_opponent.steered_targets(
+                    ctrl, his, self.config.opponent_offset_rad, self.opponent_index
+                )
+                ctrl = jnp.where(face, steered, ctrl)
+            return self._drive_opponent(data, ctrl, face, anchor)
         pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
         placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         rows = jnp.asarray(self.opponent.mocap_ids)
@@ -624,6 +726,11 @@ class BlockEnv:
             ),
             mocap_quat=data.mocap_quat.at[rows].set(jnp.where(face, placed_quat, quat)),
         )
+
+    def _scripted_ctrl(self, table: punches.PunchTable, punch, at, spec=None) -> jax.Array:
+        """(U,) the simulated opponent's scripted PD targets at control step `at` of `punch`: the table's
+        row, or the procedural `spec`'s when given."""
+        return table.ctrl[punch, at] if spec is None else self._spec_ctrl(spec, at)
 
     def _spec_ctrl(self, spec: procedural.PunchSpec, frame) -> jax.Array:
         """(U,) the opponent's PD targets at control step `frame` of a procedural punch: his guard's with the
@@ -772,6 +879,7 @@ class BlockEnv:
         """Names of the per-step metrics every step returns (`State.metrics` keys), sorted."""
         names = [f"reward/{k}" for k in REWARD_TERMS] + list(self.backend.figure_names)
         names += [*EVENTS, *(f"success/{k}" for k in SUCCESS), *(f"kind/{k}" for k in KINDS), "fall", "nan"]
+        names += list(block_opponent.METRICS) if self.learned else []
         return tuple(sorted(names))
 
     def _zero_metrics(self) -> dict[str, jax.Array]:
