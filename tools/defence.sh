@@ -10,6 +10,10 @@
 #                                                              then each run's last lines
 #   tools/defence.sh OUTDIR baseline                           the shipped muscular blocker evaluated likewise
 #                                                              (held-out and classic punches), in the background
+#   tools/defence.sh OUTDIR crossplay NAME                     a self-play run's (--env opponent_policy=learned)
+#                                                              blocker versions against its opponent versions and
+#                                                              the scripted punches (`boxjax eval --crossplay`,
+#                                                              GPU, in the foreground)
 #   tools/defence.sh OUTDIR collect NAME...                    OUTDIR/NAME.tgz: metrics, summary, log, policies,
 #                                                              evaluations (those running get EVAL_WAIT_S, 150)
 #
@@ -76,6 +80,11 @@ case $phase in
   baseline)
     evaluate "$work/shipped" --body muscular --punches heldout,classic
     ;;
+  crossplay)
+    mkdir -p "$work/$1/crossplay"
+    python3 -m boxjax eval "runs/$1" --crossplay --platform gpu --worlds "${EVAL_WORLDS:-256}" \
+      --steps "${EVAL_STEPS:-600}" --out "$work/$1/crossplay" 2>&1 | grep -v "^Module " | tee "$work/$1/crossplay/log.txt"
+    ;;
   collect)
     end=$((SECONDS + ${EVAL_WAIT_S:-150}))  # the evaluations still running finish first, for a while
     for n in "$@"; do export_new "$n"; done
@@ -87,5 +96,5 @@ case $phase in
     [ -d "$work/shipped" ] && tar czf "$out/shipped.tgz" -C "$work" shipped
     ls -la "$out"
     ;;
-  *) echo "usage: tools/defence.sh OUTDIR start|wait|baseline|collect ..."; exit 2 ;;
+  *) echo "usage: tools/defence.sh OUTDIR start|wait|baseline|crossplay|collect ..."; exit 2 ;;
 esac

@@ -87,8 +87,11 @@ def restore(source: str, meta: dict, env: Any, step: int | None = None, agent: s
     """(PPOConfig, Policy) of a policy file or of a checkpoint directory's newest (or `step`) checkpoint,
     for `env` (any object with the task's observation and action sizes and `describe`: a task env or a
     `boxjax.envs.cpu.CpuEnv`'s task); a network or body other than `env`'s is refused, naming it. Of a
-    checkpoint of several agents (`boxjax.rl.agents`) the policy is `agent`'s (default the primary one's);
-    a policy file holds one agent's."""
+    checkpoint of several agents (`boxjax.rl.agents`) the policy is `agent`'s (default the primary one's),
+    also where `env` has that agent alone (a self-play run's blocker against scripted punches); a policy
+    file holds one agent's."""
+    import dataclasses
+
     import jax
 
     from boxjax.models import checkpoint
@@ -97,18 +100,24 @@ def restore(source: str, meta: dict, env: Any, step: int | None = None, agent: s
 
     config = ppo.PPOConfig.from_dict(meta["ppo"])
     checkpoint.check_init(meta, ppo.run_meta(env, config))
-    template = init_train_state(env, config, jax.random.PRNGKey(0))
-    several = agents.has_agents(template)
-    agent = agent or (ppo.primary_agent(env) if several else None)
-    if several and not meta.get("agents"):  # a policy file of one agent of a several-agent task
-        template, several = agents.agent_state(template, meta.get("agent", agent)), False
+    template = init_train_state(env, dataclasses.replace(config, pool_size=0), jax.random.PRNGKey(0))
+    if agents.has_agents(template):
+        agent = agent or ppo.primary_agent(env)
+        if not meta.get("agents"):  # a policy file of one agent of a several-agent task
+            template = agents.agent_state(template, meta.get("agent", agent))
+    elif meta.get("agents"):  # one agent of a several-agent checkpoint, in an env of that agent alone
+        agent = agent or meta["agents"][0]["name"]
+        template = template.replace(
+            **{part: {agent: getattr(template, part)} for part in checkpoint.MODEL_PARTS}
+        )
     if os.path.isfile(source):
         model = checkpoint.load_policy(source, template)
     else:
         model = checkpoint.restore_model(source, template, step)
-    if several:
-        return config, ppo.Policy(params=model["params"][agent], normalizer=model["normalizer"][agent])
-    return config, ppo.Policy(params=model["params"], normalizer=model["normalizer"])
+    params, normalizer = model["params"], model["normalizer"]
+    if isinstance(normalizer, dict):
+        params, normalizer = params[agent], normalizer[agent]
+    return config, ppo.Policy(params=params, normalizer=normalizer)
 
 
 def load(

@@ -74,6 +74,18 @@ def kinds_table(figures: Sequence[KindFigures]) -> str:
     return "\n".join(lines)
 
 
+def crossplay_table(
+    cells: dict[tuple[str, str], Defence], blockers: Sequence[str], opponents: Sequence[str]
+) -> str:
+    """Markdown: one row per blocker version, one column per opponent version, each cell the hit share of
+    the punches that arrived (95 % interval) and how many arrived."""
+    lines = ["| blocker \\ opponent | " + " | ".join(opponents) + " |", "|---" * (len(opponents) + 1) + "|"]
+    for b in blockers:
+        row = [f"{percent(cells[b, o].hit)} of {cells[b, o].arrived}" for o in opponents]
+        lines.append(f"| {b} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def defence_row(d: Defence) -> dict:
     """The figures of `d` as a row's fields (shares as {count, total, share, low, high})."""
     row = dataclasses.asdict(d)

@@ -57,6 +57,33 @@ def actor(env: Any, config: Any, stochastic: bool) -> Act:
     return sample
 
 
+@functools.cache
+def agents_actor(env: Any, config: Any) -> Act:
+    """Every agent's mean action in an env with several learners (`boxjax.envs.base`): (policies by agent
+    name, observations by agent name, key) -> actions by agent name; an agent whose policy is None takes
+    its zero action (the block task's opponent then throws the scripted punch)."""
+    from boxjax.envs import base
+    from boxjax.models.networks import ActorCritic
+    from boxjax.rl.train_step import agent_network
+
+    agents = base.agents_of(env)
+    nets = {a.name: agent_network(a, config) for a in agents}
+
+    def act(policies: dict, obs: dict, key: jax.Array) -> dict:
+        out = {}
+        for agent in agents:
+            policy, net, seen = policies.get(agent.name), nets[agent.name], obs[agent.name]
+            if policy is None:
+                out[agent.name] = jnp.zeros((seen.shape[0], agent.action_size), jnp.float32)
+                continue
+            normed = policy.normalizer(seen, config.normalize_observations)
+            mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
+            out[agent.name] = net.dist.action(mean)
+        return out
+
+    return act
+
+
 def _tags(task: Any, params: Any, state: Any) -> dict[str, jax.Array]:
     return jax.vmap(task.punch_tags, in_axes=(None, 0))(params, state)
 
@@ -107,7 +134,12 @@ def jax_tally(
 
 def _scan(env: Any, act: Act, worlds: int, steps: int, policy: Any, params: Any, key: jax.Array):
     """The rollout of `jax_tally`: a `lax.scan` over the steps; finished worlds restart from fresh resets,
-    drawn in a step where any world finished."""
+    drawn in a step where any world finished. In an env with several learners the actor sees every agent's
+    observations by name (`agents_actor`)."""
+    from boxjax.rl.ppo import primary_agent
+    from boxjax.rl.rollout import observed
+
+    primary = primary_agent(env)
     reset_key, step_key = jax.random.split(key)
     state = wrappers.batch_reset(env, params, jax.random.split(reset_key, worlds))
 
@@ -118,7 +150,8 @@ def _scan(env: Any, act: Act, worlds: int, steps: int, policy: Any, params: Any,
     def body(carry, key):
         state, counts = carry
         k_act, k_reset = jax.random.split(key)
-        stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, act(policy, state.obs, k_act))
+        action = act(policy, observed(state, primary), k_act)
+        stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, action)
         stepped = jax.vmap(wrappers.neutralize)(stepped, state, jax.vmap(wrappers.nonfinite)(stepped))
         tags = jax.vmap(env.punch_tags, in_axes=(None, 0))(params, stepped)
         counts = tally_lib.add(counts, stepped.metrics, tags, stepped.done, stepped.truncation)
