@@ -179,3 +179,25 @@ def test_transitions_a_snapshot_acted_for_do_not_move_the_loss():
     alone = ppo_loss(mean[kept], log_std, value[kept], jax.tree.map(lambda x: x[kept], batch), **args)
     for a, b in zip(jax.tree.leaves(weighted), jax.tree.leaves(alone), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_trace_acts_with_every_agents_policy():
+    """`trace` with a dict of policies: each agent acts by its own (the chaser moves); a missing agent takes
+    its zero action, as one whose network outputs zero does (the same trace bit for bit)."""
+    from boxjax.rl import trace
+
+    state = run(3)[0].train_state
+    runner, chaser = (ppo.policy_of(state, agent=name) for name in ("runner", "chaser"))
+    silent = chaser.replace(params=jax.tree.map(np.zeros_like, chaser.params))
+
+    def chased(policies):
+        records, _ = trace.trace(PointChase(), CONFIG, policies, KEY, lambda s: s.data, episodes=4, steps=10)
+        return records.chaser
+
+    moving, alone, zero = (
+        chased({"runner": runner, "chaser": chaser}),
+        chased({"runner": runner}),
+        chased({"runner": runner, "chaser": silent}),
+    )
+    assert np.abs(moving[-1] - moving[0]).max() > 0.05
+    assert np.array_equal(alone[-1], alone[0]) and np.array_equal(zero, alone)

@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
     viz.check_video(args.out)
     env, config, policy = load(source, meta, args.episodes)
+    if meta.get("agents"):  # a self-play checkpoint: every fighter acts by its own policy
+        policy = {a["name"]: policies.restore(source, meta, env, None, a["name"])[1] for a in meta["agents"]}
     params = env.default_params()
     if args.kind:
         params = forced_kind(params, args.kind)

@@ -36,7 +36,13 @@ from boxjax.rl import agents, guard, loop, seeds, sharding
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.loop import PhysicsOverflowError, RunOptions
 from boxjax.rl.rollout import RolloutState, init_rollout
-from boxjax.rl.train_step import TrainState, init_train_state, make_network, make_train_iteration
+from boxjax.rl.train_step import (
+    TrainState,
+    agent_network,
+    init_train_state,
+    make_network,
+    make_train_iteration,
+)
 
 NonFiniteError = guard.NonFiniteError
 
@@ -83,6 +89,27 @@ def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], ja
         normed = policy.normalizer(obs, config.normalize_observations)
         mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
         return net.dist.action(mean)
+
+    return act
+
+
+def make_agents_policy(env: Env, config: PPOConfig) -> Callable[[dict, dict], dict]:
+    """Every agent's deterministic policy in an env with several learners (`boxjax.rl.agents`): (policies by
+    agent name, observations by agent name) -> actions by agent name in [-1, 1]; an agent whose policy is
+    missing or None takes its zero action."""
+    nets = {a.name: agent_network(a, config) for a in env_base.agents_of(env)}
+
+    def act(policies: dict, obs: dict) -> dict:
+        out = {}
+        for agent in env_base.agents_of(env):
+            policy, net, seen = policies.get(agent.name), nets[agent.name], obs[agent.name]
+            if policy is None:
+                out[agent.name] = jnp.zeros((*seen.shape[:-1], agent.action_size), jnp.float32)
+                continue
+            normed = policy.normalizer(seen, config.normalize_observations)
+            mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
+            out[agent.name] = net.dist.action(mean)
+        return out
 
     return act
 

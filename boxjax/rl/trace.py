@@ -17,7 +17,8 @@ import numpy as np
 from boxjax.envs import wrappers
 from boxjax.envs.base import Env, State
 from boxjax.rl.config import PPOConfig
-from boxjax.rl.ppo import Policy, make_policy
+from boxjax.rl.ppo import Policy, make_agents_policy, make_policy, primary_agent
+from boxjax.rl.rollout import observed
 
 __all__ = ["trace"]
 
@@ -28,7 +29,7 @@ Record = Callable[[State], Any]
 def trace(
     env: Env,
     config: PPOConfig,
-    policy: Policy,
+    policy: Policy | dict[str, Policy],
     key: jax.Array,
     record: Record,
     *,
@@ -42,7 +43,8 @@ def trace(
 
     Args:
       env, config: the environment and the PPO config the policy was trained with (its network sizes).
-      policy: the network parameters and observation statistics.
+      policy: the network parameters and observation statistics; in an env with several learners, a dict
+        of every agent's by name (`ppo.make_agents_policy`: a missing one takes its zero action).
       key: PRNG key of the resets; the same key gives the same trace.
       record: what to keep of a world's state (see `Record`); compiled into the rollout.
       episodes: worlds, one episode each.
@@ -65,13 +67,15 @@ def trace(
 
 def _trace(env: Env, config: PPOConfig, record: Record, episodes: int, steps: int, policy, params, key):
     """(records (steps + 1, episodes, ...), (episodes,) the step each episode ended at, 0 if it did not)."""
-    act = make_policy(env, config)
+    primary = primary_agent(env) if isinstance(policy, dict) else None
+    act = make_agents_policy(env, config) if primary else make_policy(env, config)
     state = wrappers.batch_reset(env, params, jax.random.split(key, episodes))
     keep = jax.vmap(record)
 
     def body(carry, step):
         state, ended_at = carry
-        stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, act(policy, state.obs))
+        action = act(policy, observed(state, primary))
+        stepped = jax.vmap(env.step, in_axes=(None, 0, 0))(params, state, action)
         running = ended_at == 0
         # as in training and `evaluate`: a world whose state turned non-finite ends there, not a fall
         stepped = jax.vmap(wrappers.neutralize)(stepped, state, jax.vmap(wrappers.nonfinite)(stepped))

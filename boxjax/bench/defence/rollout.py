@@ -59,29 +59,13 @@ def actor(env: Any, config: Any, stochastic: bool) -> Act:
 
 @functools.cache
 def agents_actor(env: Any, config: Any) -> Act:
-    """Every agent's mean action in an env with several learners (`boxjax.envs.base`): (policies by agent
-    name, observations by agent name, key) -> actions by agent name; an agent whose policy is None takes
-    its zero action (the block task's opponent then throws the scripted punch)."""
-    from boxjax.envs import base
-    from boxjax.models.networks import ActorCritic
-    from boxjax.rl.train_step import agent_network
+    """Every agent's mean action in an env with several learners (`ppo.make_agents_policy`): (policies by
+    agent name, observations by agent name, key) -> actions by agent name; an agent whose policy is None
+    takes its zero action (the block task's opponent then throws the scripted punch)."""
+    from boxjax.rl.ppo import make_agents_policy
 
-    agents = base.agents_of(env)
-    nets = {a.name: agent_network(a, config) for a in agents}
-
-    def act(policies: dict, obs: dict, key: jax.Array) -> dict:
-        out = {}
-        for agent in agents:
-            policy, net, seen = policies.get(agent.name), nets[agent.name], obs[agent.name]
-            if policy is None:
-                out[agent.name] = jnp.zeros((seen.shape[0], agent.action_size), jnp.float32)
-                continue
-            normed = policy.normalizer(seen, config.normalize_observations)
-            mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
-            out[agent.name] = net.dist.action(mean)
-        return out
-
-    return act
+    act = make_agents_policy(env, config)
+    return lambda policies, obs, key: act(policies, obs)
 
 
 def _tags(task: Any, params: Any, state: Any) -> dict[str, jax.Array]:
