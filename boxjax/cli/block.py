@@ -38,7 +38,7 @@ from boxjax.envs.block import training
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, train, report."""
     parser = common.base_parser(__doc__, "boxjax train --task block")
-    parser.epilog = runs.progress_legend(training.PROGRESS + runs.CPU_PROFILE)
+    parser.epilog = runs.progress_legend(training.PROGRESS + runs.CPU_PROFILE + training.SELF_PLAY_PROGRESS)
     common.add_warp_arguments(parser)
     parser.add_argument("--teacher", default="auto", help="auto | none | teacher file or walk checkpoint dir")
     parser.add_argument(
@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs.mark("env_built_init_prepared")
     extra = training.PROGRESS + (runs.CPU_PROFILE if on_workers else ())
+    if task.config.opponent_policy == "learned":
+        extra += training.SELF_PLAY_PROGRESS
     progress = runs.open_progress(args, out, extra)
     run = common.run_options(
         args,

@@ -42,6 +42,11 @@ PROGRESS = (
     ("overflow", "ovf {:.0f}", "overflowing worlds"),
 )
 """The progress line's block columns (figure, format, name); `add_counts` makes their figures."""
+SELF_PLAY_PROGRESS = (
+    ("agent/opponent/reward", "opp {:+.3f}", "self-play: the opponent's mean reward per step"),
+    ("pool/filled", "pool {:.0f}", "self-play: snapshots in the pool"),
+)
+"""The progress line's columns of a run with the learned opponent (`opponent_policy` "learned")."""
 
 
 def fused_ppo_defaults(platform: str, teacher: bool) -> dict[str, Any]:
