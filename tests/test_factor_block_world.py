@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from boxjax import envs
-from boxjax.physics import factor_patch, passive_patch
+from boxjax.physics import factor_patch, passive_patch, put_hooks
 from boxjax.physics import mjx as physics
 
 GUARD_PRESS_M = 0.3
@@ -118,8 +118,7 @@ def _steps(config: physics.PhysicsConfig, model: mujoco.MjModel, states: dict) -
 
 
 def _patches_off() -> None:
-    """Both MuJoCo Warp patches off, as in a fresh process: `put_model` with our factorisation after one
-    without it recurses (`test_a_model_with_our_factorisation_after_one_without_can_be_put`)."""
+    """Both MuJoCo Warp patches off, as in a fresh process."""
     factor_patch.install(False)
     passive_patch.install(False)
 
@@ -157,15 +156,10 @@ def test_two_fighter_steps_with_our_factorisation_match_mujoco_warps():
     assert angle[alike].max() <= STEPS_TOL_RAD and speed[alike].max() <= STEPS_TOL_RAD_PER_S
 
 
-@pytest.mark.xfail(raises=RecursionError, strict=True, reason="the two patches wrap each other's put_model")
-def test_a_model_with_our_factorisation_after_one_without_can_be_put(monkeypatch):
-    """One process puts the simple body on MuJoCo Warp (its own factorisation), then the muscular one (ours):
-    `factor_patch.install()` keeps the gravity-compensation patch's `put_model` wrapper as the original
-    and `passive_patch.install()` then wraps factor_patch's, each calling the other without end. Strict:
-    once the patches compose, this passes and the mark goes. Every patched attribute is restored after."""
+@pytest.fixture
+def patches_restored(monkeypatch) -> None:
+    """Every attribute the two patches set, and their own records, restored after the test."""
     import importlib
-
-    from boxjax import mjcf
 
     for module_name, attribute in (
         (factor_patch.MJWARP_PACKAGE, "put_model"),
@@ -174,8 +168,71 @@ def test_a_model_with_our_factorisation_after_one_without_can_be_put(monkeypatch
     ):
         module = importlib.import_module(module_name)
         monkeypatch.setattr(module, attribute, getattr(module, attribute))
-    monkeypatch.setattr(factor_patch, "_ORIGINAL", dict(factor_patch._ORIGINAL))
-    monkeypatch.setattr(passive_patch, "_ORIGINAL", dict(passive_patch._ORIGINAL))
+    for module, record in (
+        (factor_patch, "_ORIGINAL"),
+        (passive_patch, "_ORIGINAL"),
+        (put_hooks, "_HOOKS"),
+        (put_hooks, "_WRAPPED"),
+    ):
+        monkeypatch.setattr(module, record, dict(getattr(module, record)))
+
+
+def test_a_model_with_our_factorisation_after_one_without_can_be_put(patches_restored):
+    """One process puts the simple body on MuJoCo Warp (its own factorisation), then the muscular one (ours):
+    the second `physics.put_model` installs our factorisation's patch after the gravity-compensation one
+    and then that one again: patches that each keep the `put_model` they find as MuJoCo Warp's own take each
+    other's wrapper for it there and call each other without end (RecursionError)."""
+    from boxjax import mjcf
+
     _patches_off()
     physics.put_model(mjcf.build("simple")[0], physics.PhysicsConfig(impl="warp"))
     physics.put_model(mjcf.build("muscular")[0], physics.PhysicsConfig(impl="warp"))
+    assert factor_patch.installed() and passive_patch.installed()
+
+
+PATCH_STEPS = (
+    ("passive", True),
+    ("factor", True),
+    ("passive", True),
+    ("factor", False),
+    ("factor", True),
+    ("passive", False),
+    ("passive", True),
+    ("factor", True),
+    ("passive", False),
+    ("factor", False),
+    ("factor", True),
+    ("passive", True),
+    ("factor", False),
+    ("passive", False),
+)
+"""Installs and uninstalls of the two patches: each order, each one alone, again and again."""
+
+
+def test_patches_compose_in_any_order(patches_restored, monkeypatch):
+    """After every step of `PATCH_STEPS`, MuJoCo Warp's `put_model` (a stand-in here) runs once per call
+    and each installed patch registers the model once, the others not at all; with both off, the package
+    holds the function it had before. Wrappers that each keep what they find as the original recurse from
+    the third step on."""
+    import importlib
+
+    package = importlib.import_module(factor_patch.MJWARP_PACKAGE)
+    _patches_off()
+    calls = []
+
+    def stock(mjm, *args, **kwargs):
+        calls.append("put_model")
+        return mjm
+
+    monkeypatch.setattr(package, "put_model", stock)
+    monkeypatch.setattr(factor_patch, "register", lambda mjm: calls.append("factor"))
+    monkeypatch.setattr(passive_patch, "register", lambda mjm: calls.append("passive"))
+    patches = {"factor": factor_patch, "passive": passive_patch}
+    model = object()
+    for name, enabled in PATCH_STEPS:
+        patches[name].install(enabled)
+        calls.clear()
+        assert package.put_model(model) is model, (name, enabled)
+        on = sorted(n for n, patch in patches.items() if patch.installed())
+        assert sorted(calls[:-1]) == on and calls[-1] == "put_model", (name, enabled, calls)
+    assert package.put_model is stock and not put_hooks.hooks()

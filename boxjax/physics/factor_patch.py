@@ -1,10 +1,11 @@
 """Our one-launch factorisation (`boxjax.physics.factor`) swapped into the MuJoCo Warp that MJX runs.
 
-`install()` replaces MuJoCo Warp's `smooth.factor_solve_i` by `_factor_solve_i` and wraps its `put_model` so
-every model put on a device registers its schedule (`register`). Inside a CUDA-graph capture the patch can
-neither read the model back nor upload tables, so it finds a model's schedule by a structural fingerprint
-of MuJoCo Warp's Model; a model it does not know is an error (`FactorKernelError`), never a silent fall back
-to MuJoCo Warp's own factorisation: to run that, turn the kernel off (`install(False)`, `fused_factor=False`).
+`install()` replaces MuJoCo Warp's `smooth.factor_solve_i` by `_factor_solve_i` and hooks its `put_model`
+(`put_hooks`, shared with the passive-force patch) so every model put on a device registers its schedule
+(`register`). Inside a CUDA-graph capture the patch can neither read the model back nor upload tables, so it
+finds a model's schedule by a structural fingerprint of MuJoCo Warp's Model; a model it does not know is an
+error (`FactorKernelError`), never a silent fall back to MuJoCo Warp's own factorisation: to run that, turn
+the kernel off (`install(False)`, `fused_factor=False`).
 Each launch also adds its worlds to a counter on the device, so `factorizations()` tells what actually ran.
 """
 
@@ -18,11 +19,10 @@ import mujoco
 import numpy as np
 import warp as wp
 
-from boxjax.physics import factor
+from boxjax.physics import factor, put_hooks
 from boxjax.physics.factor import Schedule
+from boxjax.physics.put_hooks import MJWARP_PACKAGE
 
-MJWARP_PACKAGE = "mujoco.mjx.third_party.mujoco_warp"
-"""The MuJoCo Warp that MJX runs (its vendored copy)."""
 _SMOOTH = f"{MJWARP_PACKAGE}._src.smooth"
 
 _SCHEDULES: dict[tuple, Schedule] = {}
@@ -152,18 +152,17 @@ def _factor_solve_i(m, d, M, L, D, x, y):
     _ORIGINAL["factor_solve_i"](m, d, M, L, D, x, y)
 
 
-def _put_model(mjm, *args, **kwargs):
-    """MuJoCo Warp's `put_model`, registering the model's factor schedule first."""
+def _on_put_model(mjm: mujoco.MjModel) -> None:
+    """`register`, looked up when a model is put (so a test may stand in for it after `install()`)."""
     register(mjm)
-    return _ORIGINAL["put_model"](mjm, *args, **kwargs)
 
 
 def install(enabled: bool = True) -> None:
     """Swaps our fused factor+solve into the MuJoCo Warp that MJX runs (`install(False)` restores it).
 
     Patches `smooth.factor_solve_i` of `mujoco.mjx.third_party.mujoco_warp` (MuJoCo Warp's `forward.py`
-    calls it through the module attribute, in `fwd_acceleration`, `euler` and `implicit`) and wraps the
-    package's `put_model` so every `mjx.put_model(..., impl="warp")` registers its model.
+    calls it through the module attribute, in `fwd_acceleration`, `euler` and `implicit`) and adds `register`
+    to the package's `put_model` (`put_hooks`) so every `mjx.put_model(..., impl="warp")` registers its model.
 
     Order matters: call it before `mjx.put_model` and before the first trace of `mjx.step`. The patched
     Python runs when Warp captures the step's CUDA graph, so a graph captured before the switch keeps the
@@ -171,17 +170,17 @@ def install(enabled: bool = True) -> None:
     staged graph modes cannot be cleared, so there switch in a fresh process.
     """
     smooth = importlib.import_module(_SMOOTH)
-    package = importlib.import_module(MJWARP_PACKAGE)
     if enabled and not _ORIGINAL:
         _ORIGINAL["factor_solve_blocks"] = smooth._factor_solve_blocks  # mixed models (fails here if renamed)
         _ORIGINAL["factor_solve_i"] = smooth.factor_solve_i
-        _ORIGINAL["put_model"] = package.put_model
         smooth.factor_solve_i = _factor_solve_i
-        package.put_model = _put_model
     elif not enabled and _ORIGINAL:
         smooth.factor_solve_i = _ORIGINAL.pop("factor_solve_i")
-        package.put_model = _ORIGINAL.pop("put_model")
         _ORIGINAL.clear()
+    if enabled:
+        put_hooks.add(__name__, _on_put_model)
+    else:
+        put_hooks.remove(__name__)
     wp.clear_jax_callable_graph_cache()
 
 

@@ -193,7 +193,7 @@ def put_model(mj_model: mujoco.MjModel, config: PhysicsConfig) -> mjx.Model:
 
         warp.config.quiet = True  # one line per loaded kernel module otherwise
         factor_patch.install(fused_factor(mj_model, config))
-        passive_patch.install()  # its wrapped put_model registers the model
+        passive_patch.install()  # its put_model hook registers the model
         with factor_patch.all_trees_on_sparse_path(all_trees_fused(mj_model, config)):
             model = mjx.put_model(mj_model, impl="warp", graph_mode=_graph_mode(config))
     else:

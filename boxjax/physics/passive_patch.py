@@ -9,10 +9,10 @@ model registered without gravity compensation it passes a model whose options di
 and what it calls that flag decides only that launch and whether the sum of passive forces adds
 `qfrc_gravcomp`, which is zeroed either way, so the forces are the same (a passive callback would see the
 flag; boxjax models have none). Inside a CUDA-graph capture the model cannot be read back, so it is
-recognised by its sizes (`_fingerprint`); `install()` also wraps MuJoCo Warp's `put_model` so that every model
-put on a device is registered (a model of a registered one's sizes but other gravity compensation is an
-error), and a model not registered keeps MuJoCo Warp's own `passive`. Changing `body_gravcomp` after
-`put_model` is not seen: rebuild the model.
+recognised by its sizes (`_fingerprint`); `install()` also hooks MuJoCo Warp's `put_model` (`put_hooks`,
+shared with our factorisation's patch) so that every model put on a device is registered (a model of a
+registered one's sizes but other gravity compensation is an error), and a model not registered keeps MuJoCo
+Warp's own `passive`. Changing `body_gravcomp` after `put_model` is not seen: rebuild the model.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import importlib
 
 import mujoco
 
-from boxjax.physics.factor_patch import MJWARP_PACKAGE
+from boxjax.physics import put_hooks
+from boxjax.physics.put_hooks import MJWARP_PACKAGE
 
 _PASSIVE = f"{MJWARP_PACKAGE}._src.passive"
 _TYPES = f"{MJWARP_PACKAGE}._src.types"
@@ -67,32 +68,27 @@ def _passive(m, d):
     _ORIGINAL["passive"](m, d)
 
 
-def _put_model(mjm, *args, **kwargs):
-    """MuJoCo Warp's `put_model` as it was when `install()` wrapped it, registering the model first."""
+def _on_put_model(mjm: mujoco.MjModel) -> None:
+    """`register`, looked up when a model is put (so a test may stand in for it after `install()`)."""
     register(mjm)
-    return _ORIGINAL["put_model"](mjm, *args, **kwargs)
 
 
 def install(enabled: bool = True) -> None:
-    """Wraps MuJoCo Warp's `passive.passive` (its `forward.py` calls it through the module attribute) and its
-    package's `put_model` (MJX calls that one); `install(False)` restores both. Calling it again re-wraps a
-    `put_model` that another patch restored over ours (`factor_patch.install(False)`). As with
+    """Wraps MuJoCo Warp's `passive.passive` (its `forward.py` calls it through the module attribute) and adds
+    `register` to its package's `put_model` (MJX calls that one; `put_hooks`); `install(False)` restores
+    both. Either may come before or after `factor_patch.install`, any number of times. As with
     `factor_patch.install`, call it before the step's first CUDA-graph capture: a graph captured before
     keeps the code it captured."""
     passive = importlib.import_module(_PASSIVE)
-    package = importlib.import_module(MJWARP_PACKAGE)
     if enabled:
         if "passive" not in _ORIGINAL:
             _ORIGINAL["passive"] = passive.passive
             passive.passive = _passive
-        if package.put_model is not _put_model:
-            _ORIGINAL["put_model"] = package.put_model
-            package.put_model = _put_model
-    elif _ORIGINAL:
-        passive.passive = _ORIGINAL.pop("passive")
-        if package.put_model is _put_model:
-            package.put_model = _ORIGINAL["put_model"]
-        _ORIGINAL.clear()
+        put_hooks.add(__name__, _on_put_model)
+    else:
+        if "passive" in _ORIGINAL:
+            passive.passive = _ORIGINAL.pop("passive")
+        put_hooks.remove(__name__)
 
 
 def installed() -> bool:
