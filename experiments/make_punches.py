@@ -3,6 +3,7 @@
 python experiments/make_punches.py            # the classic library, boxjax/data/punches.npz
 python experiments/make_punches.py --bank     # the procedural punches' bank, boxjax/data/punch-bank.npz
 python experiments/make_punches.py --heldout  # the held-out set, boxjax/data/punches-heldout.npz
+python experiments/make_punches.py --heldout-southpaw  # its southpaw twin, punches-heldout-southpaw.npz
 """
 
 from __future__ import annotations
@@ -10,7 +11,19 @@ from __future__ import annotations
 import argparse
 
 from boxjax.envs.block import procedural, punches
-from boxjax.envs.block.authoring import HELDOUT_SEED, HELDOUT_SEQUENCES, build, build_bank
+from boxjax.envs.block.authoring import (
+    HELDOUT_SEED,
+    HELDOUT_SEQUENCES,
+    HELDOUT_SOUTHPAW_SEED,
+    build,
+    build_bank,
+)
+
+HELDOUT = {
+    "heldout": (procedural.HELDOUT_PATH, HELDOUT_SEED, 0.0),
+    "heldout_southpaw": (procedural.HELDOUT_SOUTHPAW_PATH, HELDOUT_SOUTHPAW_SEED, 1.0),
+}
+"""The held-out sets by option: (file, seed, southpaw share)."""
 
 
 def parse() -> argparse.Namespace:
@@ -23,11 +36,14 @@ def parse() -> argparse.Namespace:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--bank", action="store_true", help="write the procedural punches' keyframe bank")
     what.add_argument("--heldout", action="store_true", help="write the shipped held-out punch set")
+    what.add_argument(
+        "--heldout-southpaw", action="store_true", help="write the shipped southpaw held-out punch set"
+    )
     return p.parse_args()
 
 
 def main() -> None:
-    """Build the library (or the bank, or the held-out set) and write it."""
+    """Build the library (or the bank, or a held-out set) and write it."""
     args = parse()
     if args.bank:
         out = args.out if args.out != punches.DEFAULT_PATH else procedural.BANK_PATH
@@ -35,12 +51,16 @@ def main() -> None:
         procedural.save_bank(out, bank)
         print(f"bank {bank.arrays['impact'].shape} valid for {bank.bodies}, written to {out}")
         return
-    if args.heldout:
-        out = args.out if args.out != punches.DEFAULT_PATH else procedural.HELDOUT_PATH
-        table = procedural.heldout_table(procedural.Distribution(), HELDOUT_SEED, HELDOUT_SEQUENCES)
-        procedural.save_table(out, table, HELDOUT_SEED)
-        print(f"{len(table['kind'])} held-out punches in {len(table['starts'])} sequences, written to {out}")
-        return
+    for option, (path, seed, southpaw) in HELDOUT.items():
+        if getattr(args, option):
+            out = args.out if args.out != punches.DEFAULT_PATH else path
+            dist = procedural.Distribution(southpaw_share=southpaw)
+            table = procedural.heldout_table(dist, seed, HELDOUT_SEQUENCES)
+            procedural.save_table(out, table, seed)
+            print(
+                f"{len(table['kind'])} held-out punches in {len(table['starts'])} sequences, written to {out}"
+            )
+            return
     lib = build(args.body, args.distance, args.rate)
     punches.save(args.out, lib)
     print(f"{lib.size} punches, {lib.qpos.shape[1]} frames at {lib.rate_hz:g} Hz, valid for {lib.bodies}")

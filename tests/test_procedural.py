@@ -1,16 +1,20 @@
 """Procedural punches (`boxjax.envs.block.procedural`): the held-out windows, a punch's path through its
 keyframes, the bank's blend against the inverse kinematics it stands for, sequences and feints on the punch
-clock, the shipped held-out set, and a block world throwing them on the CPU path (MuJoCo C)."""
+clock, the southpaw stance (the mirror, its punches, its draws), the shipped held-out sets, and a block world
+throwing them on the CPU path (MuJoCo C)."""
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 
+from boxjax import mjcf
 from boxjax.envs.block import authoring as mp
-from boxjax.envs.block import procedural, punches
+from boxjax.envs.block import procedural, punches, stances
 from boxjax.envs.block import punch as block_punch
 from boxjax.envs.block.env import BlockConfig, BlockEnv
+from boxjax.mjcf import mirror
 
 DT_S = 0.025
 WINDOWS = procedural.HELDOUT_WINDOWS
@@ -40,8 +44,8 @@ def bank():
     return procedural.device_bank(procedural.load_bank())
 
 
-def draws(n: int, key=0, heldout=False):
-    dist = procedural.Distribution(heldout=heldout)
+def draws(n: int, key=0, heldout=False, southpaw_share=0.0):
+    dist = procedural.Distribution(heldout=heldout, southpaw_share=southpaw_share)
     return jax.vmap(lambda k: procedural.sample_draw(dist, k))(jax.random.split(jax.random.PRNGKey(key), n))
 
 
@@ -122,10 +126,14 @@ def test_sequences_follow_at_once_and_keep_their_distance(bank):
     d = procedural.PARAMS.index("distance")
     np.testing.assert_array_equal(np.asarray(draw.u)[chained, d], np.asarray(draw.u)[chained - 1, d])
     np.testing.assert_array_equal(np.asarray(draw.combo_left)[chained], left_before[left_before > 0] - 1)
-    # the odds: a sequence of 1, 2, 3 punches 60/30/10 %, a feint 10 % (a few hundred punches: loose bounds)
+    # a sequence keeps its stance
+    np.testing.assert_array_equal(np.asarray(draw.southpaw)[chained], np.asarray(draw.southpaw)[chained - 1])
+    # the odds: a sequence of 1, 2, 3 punches 60/30/10 %, a feint 10 %, southpaw 30 % (a few hundred punches:
+    # loose bounds)
     first_left = np.asarray(draw.combo_left)[fresh]
     assert 0.45 < np.mean(first_left == 0) < 0.75 and np.mean(first_left == 2) < 0.2
     assert 0.03 < np.mean(np.asarray(draw.feint)[starts]) < 0.2
+    assert 0.15 < np.mean(np.asarray(draw.southpaw)[fresh]) < 0.45
     assert not in_windows(np.asarray(draw.u)[starts]).any()
 
 
@@ -146,6 +154,151 @@ def test_the_heldout_set_is_its_seed_and_its_chains_are_thrown_in_order(bank):
             assert row[s] == row[s - 1] + 1 and frame[s] == 0
         else:
             assert row[s] in set(np.asarray(table.starts).tolist()) and frame[s] <= -12
+
+
+def twin(name: str) -> str:
+    """The other side's name (`shoulder_y_l` <-> `shoulder_y_r`); a midline name is its own."""
+    side = {"_l": "_r", "_r": "_l"}.get(name[-2:])
+    return name[:-2] + side if side else name
+
+
+def mirrored(bank, joints) -> np.ndarray:
+    """(..., J) bank joints mirrored as a southpaw punch mirrors them."""
+    return np.asarray(bank.mirror_sign) * np.asarray(joints)[..., np.asarray(bank.mirror_of)]
+
+
+def test_the_mirror_swaps_the_sides_and_negates_the_midline_turns():
+    """Read from the joint axes: left and right swapped at the same angle, the spine's and neck's x and z
+    hinges negated and their y hinges kept; twice is the identity, bit for bit; and on every body a pose
+    mirrored puts each body where its twin's mirror image is."""
+    names = procedural.load_bank().joint_names
+    partner, sign = mirror.joint_mirror("simple", names)
+    for i, name in enumerate(names):
+        assert names[partner[i]] == twin(name)
+        negated = twin(name) == name and name.split("_")[1] in ("x", "z")
+        assert sign[i] == (-1.0 if negated else 1.0), name
+    q = np.random.default_rng(0).uniform(-1, 1, (50, len(names))).astype(np.float32)
+    np.testing.assert_array_equal(sign * (sign * q[:, partner])[:, partner], q)
+    reflect = np.diag(mirror.REFLECT)
+    for body in mjcf.BODIES:
+        model = mjcf.boxer_spec(body).compile()
+        hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+        partner, sign = mirror.joint_mirror(body, [model.joint(j).name for j in hinges])
+        lo, hi = model.jnt_range[hinges].T
+        q = np.random.default_rng(1).uniform(lo, hi)
+        pose, image = mujoco.MjData(model), mujoco.MjData(model)
+        pose.qpos[model.jnt_qposadr[hinges]] = q
+        image.qpos[model.jnt_qposadr[hinges]] = sign * q[partner]
+        for data in (pose, image):
+            mujoco.mj_kinematics(model, data)
+        bodies = [model.body(b).name for b in range(model.nbody)]
+        twins = [bodies.index(twin(b)) for b in bodies]
+        np.testing.assert_allclose(image.xpos[twins] * mirror.REFLECT, pose.xpos, atol=1e-12, err_msg=body)
+        frames = reflect @ image.xmat[twins].reshape(-1, 3, 3) @ reflect
+        np.testing.assert_allclose(frames, pose.xmat.reshape(-1, 3, 3), atol=1e-12, err_msg=body)
+
+
+def test_a_southpaw_punch_is_the_orthodox_one_mirrored(bank):
+    """The same draw from the mirrored stance: the keyframes (guard included) mirrored, the other glove
+    punching (a southpaw's jab is his right hand), the times as they were; the right arm follows the path
+    the left arm followed, the hips turn the other way."""
+    drawn = draws(64)
+    spec = jax.vmap(lambda d: procedural.spec_of(bank, procedural.Ranges(), d, DT_S))
+    ortho, south = spec(drawn), spec(drawn.replace(southpaw=jnp.ones_like(drawn.southpaw)))
+    np.testing.assert_array_equal(south.keys, mirrored(bank, ortho.keys))
+    np.testing.assert_array_equal(
+        south.keys[:, 0], np.broadcast_to(mirrored(bank, bank.guard), (64, bank.guard.shape[0]))
+    )
+    np.testing.assert_array_equal(south.hand, 1 - np.asarray(ortho.hand))
+    jab = np.asarray(drawn.kind) == punches.KINDS.index("jab")
+    assert jab.any() and np.all(np.asarray(south.hand)[jab] == punches.HANDS.index("r"))
+    for name in ("times_s", "length", "impact", "target", "kind", "speed", "distance_offset_m"):
+        np.testing.assert_array_equal(getattr(south, name), getattr(ortho, name))
+    names = procedural.load_bank().joint_names
+    at = jax.vmap(procedural.joints_at)
+    for t in np.linspace(0.0, 0.6, 7):
+        o, s = np.asarray(at(ortho, jnp.full(64, t))), np.asarray(at(south, jnp.full(64, t)))
+        for left in ("shoulder_y_l", "shoulder_x_l", "shoulder_z_l", "elbow_l"):
+            np.testing.assert_array_equal(s[:, names.index(twin(left))], o[:, names.index(left)])
+        np.testing.assert_array_equal(s[:, names.index("lumbar_z")], -o[:, names.index("lumbar_z")])
+
+
+def test_a_southpaw_punch_lands_as_the_orthodox_one_does_mirrored(bank):
+    """The opponent mirrored as the env mirrors him (`stances`: his hinges and his root about the
+    fighters' centre line) throwing the bank's southpaw keyframes: his right glove is exactly where the
+    orthodox punch's left glove is mirrored, so on our fighter within 3 mm of the mirrored aim on the head
+    and 2 cm on the chest, whose centre stands 9 mm off the line (our fighter's hips are turned)."""
+    host = procedural.load_bank()
+    arena = mp.Arena("simple", host.distance_m)
+    model = arena.model
+    hinges = [
+        model.joint(j).name.removeprefix("blue/")
+        for j in range(model.njnt)
+        if model.joint(j).name.startswith("blue/") and model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
+    ]
+    qadr, cols = [arena.qadr(n) for n in hinges], [arena.qadr(n) for n in host.joint_names]
+    root = arena.qadr("root")
+    guard = arena.guard
+    both = stances.stances("simple", hinges, guard[qadr], guard[root : root + 3], guard[root + 3 : root + 7])
+    south = guard.copy()
+    south[qadr] = both.ctrl[1]
+    south[root : root + 3], south[root + 3 : root + 7] = both.root_pos[1], both.root_quat[1]
+    for k, kind in enumerate(punches.KINDS):
+        for g, target in enumerate(punches.TARGETS):
+            hand = "lr"[host.arrays["hand"][k]]
+            qpos = guard.copy()
+            qpos[cols] = bank.impact[k, g, 1, 1, 1]
+            arena.forward(qpos)
+            landed = arena.glove(hand)
+            qpos = south.copy()
+            qpos[cols] = mirrored(bank, bank.impact[k, g, 1, 1, 1])
+            arena.forward(qpos)
+            southpaw = arena.glove("r" if hand == "l" else "l")
+            np.testing.assert_allclose(southpaw, landed * mirror.REFLECT, atol=1e-5)
+            gid = arena.red.head_geom_id if target == "head" else model.geom("red/chest").id
+            centre = arena.data.geom_xpos[gid]
+            aimed = centre + (landed - centre) * mirror.REFLECT
+            assert np.linalg.norm(southpaw - aimed) < (0.003 if target == "head" else 0.02), (kind, target)
+
+
+def test_without_southpaws_the_draws_are_the_previous_ones(bank):
+    """The stance has a key of its own: at southpaw_share 0 every draw is the one drawn before stances
+    existed (the shipped held-out set, written then, comes back bit for bit), and another share changes
+    the stance alone."""
+    with np.load(procedural.HELDOUT_PATH) as f:
+        shipped = {k: f[k] for k in f.files}
+    assert "southpaw" not in shipped
+    again = procedural.heldout_table(procedural.Distribution(southpaw_share=0.0), int(shipped["seed"]), 8)
+    rows = len(again["kind"])
+    for name in ("kind", "target", "u", "feint", "combo_left"):
+        np.testing.assert_array_equal(again[name], shipped[name][:rows])
+    assert not again["southpaw"].any()
+    none, some, every = (draws(2000, key=5, southpaw_share=share) for share in (0.0, 0.3, 1.0))
+    for name in ("kind", "target", "u", "feint", "combo_left"):
+        np.testing.assert_array_equal(getattr(some, name), getattr(none, name))
+        np.testing.assert_array_equal(getattr(every, name), getattr(none, name))
+    assert not np.any(none.southpaw) and np.all(every.southpaw == 1)
+    assert abs(np.mean(some.southpaw) - 0.3) < 0.035  # binomial sd 1 %
+    specs = jax.vmap(lambda d: procedural.spec_of(bank, procedural.Ranges(), d, DT_S))(none)
+    np.testing.assert_array_equal(specs.keys[:, 0], np.broadcast_to(bank.guard, (2000, bank.guard.shape[0])))
+    np.testing.assert_array_equal(specs.hand, np.asarray(bank.hand)[np.asarray(none.kind)])
+
+
+def test_the_southpaw_heldout_set_is_its_seed_and_held_out():
+    """Every punch from the mirrored stance, every parameter inside the held-out windows (which training
+    never draws from), its own seed; its first sequences drawn again from the seed are its rows."""
+    table = procedural.load_table(procedural.HELDOUT_SOUTHPAW_PATH)
+    with np.load(procedural.HELDOUT_SOUTHPAW_PATH) as f:
+        seed = int(f["seed"])
+    assert seed == mp.HELDOUT_SOUTHPAW_SEED and seed != mp.HELDOUT_SEED
+    again = procedural.heldout_table(procedural.Distribution(southpaw_share=1.0), seed, 5)
+    rows = len(again["kind"])
+    for name in ("kind", "target", "u", "feint", "combo_left", "southpaw"):
+        np.testing.assert_array_equal(again[name], np.asarray(getattr(table, name))[:rows])
+    assert in_windows(np.asarray(table.u)).all() and np.all(np.asarray(table.southpaw) == 1)
+    assert table.starts.shape[0] == mp.HELDOUT_SEQUENCES
+    orthodox = {tuple(u) for u in np.asarray(procedural.load_table().u)}
+    assert not orthodox & {tuple(u) for u in np.asarray(table.u)}
 
 
 def test_a_feint_is_thrown_but_never_arrives():

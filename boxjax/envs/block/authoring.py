@@ -14,8 +14,9 @@ left hand leads) x two targets x three speeds = 36 punches, checked by forward k
 body is listed as valid when each punch's glove lands within `LAND_TOLERANCE_M` of where it lands on the
 solving body. The bank (`build_bank`): for each kind and target the impact and chamber keyframes solved on a
 grid of aims (`AIM_OFFSETS_RAD` about each kind's approach) and distances (`DISTANCE_OFFSETS_M`), checked on
-every body likewise. The held-out set: `HELDOUT_SEQUENCES` sequences drawn inside the held-out windows with
-`HELDOUT_SEED` (`boxjax.envs.block.procedural.heldout_table`).
+every body likewise. The held-out sets: `HELDOUT_SEQUENCES` sequences drawn inside the held-out windows,
+orthodox with `HELDOUT_SEED`, southpaw (every punch from the mirrored stance) with `HELDOUT_SOUTHPAW_SEED`
+(`boxjax.envs.block.procedural.heldout_table`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ DISTANCE_OFFSETS_M = (-0.08, 0.0, 0.08)
 CHAMBER_SCALES = (1.0, 0.85, 0.7, 0.55)
 """Shares of the chamber offset a bank entry tries in turn until the IK reaches it."""
 HELDOUT_SEED = 20261207
+HELDOUT_SOUTHPAW_SEED = 20261208
+"""The southpaw held-out set's seed, not the orthodox one's; the windows keep both apart from training."""
 HELDOUT_SEQUENCES = 400
 SPEEDS = {"fast": 0.14, "medium": 0.2, "slow": 0.28}
 """Seconds from guard to impact of a straight punch; hooks and uppercuts take `CURVED_SLOWER` as long."""

@@ -5,9 +5,17 @@ handful of numbers (`Draw`): its kind and target, and normalised parameters in [
 it aims on the target (azimuth and elevation on the head's or chest's surface), the distance the opponent
 stands at, its chamber (how far a hook swings out, when), how long the glove stays on the target, how slowly
 it comes back; a feint stops part way and is not judged; a combination chains two or three punches with no
-gap between them. `spec_of` turns a draw into a `PunchSpec` (times and two keyframes, the chamber and the
-impact), and `joints_at` gives the opponent's library joints at any time of it: minimum-jerk segments
-guard -> chamber -> impact -> held -> guard, as `experiments/make_punches.py` makes the classic ones.
+gap between them; a southpaw sequence is thrown from the mirrored stance. `spec_of` turns a draw into a
+`PunchSpec` (times and two keyframes, the chamber and the impact), and `joints_at` gives the opponent's
+library joints at any time of it: minimum-jerk segments guard -> chamber -> impact -> held -> guard, as
+`experiments/make_punches.py` makes the classic ones.
+
+Southpaw: the bank is solved in the orthodox stance (the left hand leading). A southpaw punch is its mirror
+image about the fighters' centre line (the vertical plane through both centres of mass), the right hand
+leading: his joints mirrored (`boxjax.mjcf.mirror`: left and right swapped, the midline hinges about x and z
+negated), his guard with them, the other glove punching, and his root mirrored too (`stances`, which the env
+applies). The aim keeps its sign: the azimuth is measured toward the punching hand's side, which mirrors
+with the hand.
 
 The keyframes come from a `Bank` (`boxjax/data/punch-bank.npz`, written by `experiments/make_punches.py
 --bank`): for each kind and target, inverse-kinematics solutions on a grid of aims and distances; a draw's
@@ -16,7 +24,9 @@ keyframes blend the grid's (trilinear, in joint space).
 Held out: each normalised parameter's range has windows (`HELDOUT_WINDOWS`) that training never draws from
 (`Distribution.sample` maps its uniform draws around them); the shipped held-out set
 (`boxjax/data/punches-heldout.npz`, `heldout_table`) draws every parameter inside the windows, with a seed of
-its own. No training punch shares a speed, aim, distance, chamber, hold or retraction with a held-out one.
+its own; so does the southpaw held-out set (`boxjax/data/punches-heldout-southpaw.npz`, every punch from the
+mirrored stance, another seed). No training punch shares a speed, aim, distance, chamber, hold or retraction
+with a held-out one.
 """
 
 from __future__ import annotations
@@ -32,11 +42,16 @@ from flax import struct
 
 import boxjax
 from boxjax.envs.block import punches
+from boxjax.mjcf import mirror
 
 BANK_PATH = os.path.join(boxjax.DATA_DIR, "punch-bank.npz")
 """The keyframe bank shipped with the package (`experiments/make_punches.py --bank`)."""
 HELDOUT_PATH = os.path.join(boxjax.DATA_DIR, "punches-heldout.npz")
 """The held-out set shipped with the package (`experiments/make_punches.py --heldout`)."""
+HELDOUT_SOUTHPAW_PATH = os.path.join(boxjax.DATA_DIR, "punches-heldout-southpaw.npz")
+"""The southpaw held-out set shipped with the package (`experiments/make_punches.py --heldout-southpaw`)."""
+HELDOUT_SETS = {"heldout": HELDOUT_PATH, "heldout-southpaw": HELDOUT_SOUTHPAW_PATH}
+"""The shipped held-out sets by `BlockConfig.punch_source` name."""
 BANK_FORMAT = 1
 HELDOUT_FORMAT = 1
 PARAMS = ("speed", "azimuth", "elevation", "distance", "chamber", "chamber_at", "hold", "retract", "feint")
@@ -44,6 +59,9 @@ PARAMS = ("speed", "azimuth", "elevation", "distance", "chamber", "chamber_at", 
 HELDOUT_WINDOWS = ((0.2, 0.3), (0.7, 0.8))
 """Parts of every normalised parameter's [0, 1] that only the held-out set draws from."""
 MAX_COMBO = 3
+STANCE_STREAM = 1 << 16
+"""What `sample_draw` folds into its key for the stance: a stream apart from its split's (whose keys are
+`fold_in(key, i)` for small i), so adding the stance left every other draw as it was."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +96,11 @@ class Distribution:
     """Odds of a sequence of 1, 2 and 3 punches thrown back to back."""
     feint_odds: float = 0.1
     """Odds that a punch is a feint."""
+    southpaw_share: float = 0.3
+    """Odds that a sequence (a punch and the punches chained to it) is thrown from the mirrored (southpaw)
+    stance. Southpaws are a minority in the ring; training meets more of them than that, so that the
+    right-hand lead is learned and not only the left, while the orthodox stance, that of the classic
+    library, the first held-out set and most opponents, stays the larger share."""
     heldout: bool = False
     """Draw inside `HELDOUT_WINDOWS` (the held-out set) instead of around them (training)."""
 
@@ -117,6 +140,14 @@ class Bank:
     """(K,) float32 1 for kinds with a chamber (hooks, uppercuts)."""
     distance_m: jax.Array
     """(D,) the grid's distances between the fighters' centres of mass."""
+    mirror_of: jax.Array
+    """(J,) int32 the joint each joint takes its mirrored angle from (`boxjax.mjcf.mirror.joint_mirror`)."""
+    mirror_sign: jax.Array
+    """(J,) float32 and its sign: mirrored joints = mirror_sign * joints[mirror_of]."""
+
+
+BANK_FIELDS = ("guard", "impact", "chamber", "hand", "chambered", "distance_m")
+"""The `Bank` arrays a bank file holds (the mirror is read from the body)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,12 +186,11 @@ def load_bank(path: str | None = None) -> HostBank:
         version = int(f["format_version"]) if "format_version" in f else -1
         if version != BANK_FORMAT:
             raise ValueError(f"{path}: punch bank format {version}, expected {BANK_FORMAT}")
-        fields = [f.name for f in dataclasses.fields(Bank)]
-        missing = sorted(set(fields) - set(f.files))
+        missing = sorted(set(BANK_FIELDS) - set(f.files))
         if missing:
             raise ValueError(f"{path}: punch bank lacks {missing}")
         bank = HostBank(
-            arrays={k: np.asarray(f[k]) for k in fields},
+            arrays={k: np.asarray(f[k]) for k in BANK_FIELDS},
             joint_names=tuple(str(s) for s in f["joint_names"]),
             kinds=tuple(str(s) for s in f["kinds"]),
             targets=tuple(str(s) for s in f["targets"]),
@@ -174,8 +204,9 @@ def load_bank(path: str | None = None) -> HostBank:
 
 
 def device_bank(bank: HostBank) -> Bank:
-    """The bank's arrays on the device (float32; hand int32)."""
+    """The bank's arrays on the device (float32; hand int32), with its joints' mirror."""
     a = bank.arrays
+    mirror_of, mirror_sign = mirror.joint_mirror(bank.body, bank.joint_names)
     return Bank(
         guard=jnp.asarray(a["guard"], jnp.float32),
         impact=jnp.asarray(a["impact"], jnp.float32),
@@ -183,6 +214,8 @@ def device_bank(bank: HostBank) -> Bank:
         hand=jnp.asarray(a["hand"], jnp.int32),
         chambered=jnp.asarray(a["chambered"], jnp.float32),
         distance_m=jnp.asarray(a["distance_m"], jnp.float32),
+        mirror_of=jnp.asarray(mirror_of, jnp.int32),
+        mirror_sign=jnp.asarray(mirror_sign, jnp.float32),
     )
 
 
@@ -200,6 +233,8 @@ class Draw:
     """() float32 1 for a feint."""
     combo_left: jax.Array
     """() int32 punches still to follow this one back to back."""
+    southpaw: jax.Array
+    """() int32 1 for a punch from the mirrored stance."""
 
 
 @struct.dataclass
@@ -207,7 +242,7 @@ class PunchSpec:
     """One punch made from a draw: what the opponent's joints follow and how it is judged and tagged."""
 
     keys: jax.Array
-    """(5, J) keyframes: guard, chamber, impact, impact (held), guard."""
+    """(5, J) keyframes: guard, chamber, impact, impact (held), guard (mirrored for a southpaw punch)."""
     times_s: jax.Array
     """(5,) their times from the punch's start (the chamber's is 0 for a straight punch)."""
     length: jax.Array
@@ -215,7 +250,7 @@ class PunchSpec:
     impact: jax.Array
     """() int32 control step at which the glove is on the target."""
     hand: jax.Array
-    """() int32 0 left glove, 1 right."""
+    """() int32 0 left glove, 1 right (the glove that punches, the right one for a southpaw jab)."""
     target: jax.Array
     """() int32 index into `punches.TARGETS`."""
     kind: jax.Array
@@ -228,6 +263,9 @@ class PunchSpec:
     """() int32 punches still to follow back to back."""
     distance_offset_m: jax.Array
     """() how much farther than the scene's distance the opponent stands for it."""
+    southpaw: jax.Array
+    """() int32 1 for a punch from the mirrored stance (the env mirrors his root and the rest of his guard:
+    `stances`)."""
 
 
 def lerp(lo_hi: tuple[float, float], u: jax.Array) -> jax.Array:
@@ -271,18 +309,21 @@ def spec_of(bank: Bank, ranges: Ranges, draw: Draw, dt_s: float) -> PunchSpec:
         straight_s >= ranges.speed_bands_s[1]
     )
     centre = 0.5 * (bank.distance_m[0] + bank.distance_m[-1])
+    keys = jnp.stack([bank.guard, chamber, impact, impact, bank.guard])
+    southpaw = draw.southpaw > 0
     return PunchSpec(
-        keys=jnp.stack([bank.guard, chamber, impact, impact, bank.guard]),
+        keys=jnp.where(southpaw, bank.mirror_sign * keys[:, bank.mirror_of], keys),
         times_s=times.astype(jnp.float32),
         length=length,
         impact=jnp.clip(jnp.round(extend / dt_s).astype(jnp.int32), 1, length - 1),
-        hand=bank.hand[draw.kind],
+        hand=jnp.where(southpaw, 1 - bank.hand[draw.kind], bank.hand[draw.kind]),
         target=draw.target,
         kind=draw.kind,
         speed=speed.astype(jnp.int32),
         feint=draw.feint,
         combo_left=draw.combo_left,
         distance_offset_m=lerp((bank.distance_m[0], bank.distance_m[-1]), u["distance"]) - centre,
+        southpaw=draw.southpaw,
     )
 
 
@@ -299,8 +340,11 @@ def joints_at(spec: PunchSpec, t_s: jax.Array) -> jax.Array:
 
 
 def sample_draw(dist: Distribution, key: jax.Array) -> Draw:
-    """A first punch from the distribution: kind, target, parameters, feint and the sequence's length."""
+    """A first punch from the distribution: kind, target, parameters, feint, the sequence's length and its
+    stance (its key folded from `key`, so the rest is drawn as without a stance)."""
     k_kind, k_target, k_u, k_feint, k_combo = jax.random.split(key, 5)
+    k_stance = jax.random.fold_in(key, STANCE_STREAM)
+    southpaw = jax.random.uniform(k_stance) < dist.southpaw_share
     combo = jax.random.choice(k_combo, len(dist.combo_odds), p=jnp.asarray(dist.combo_odds))
     return Draw(
         kind=jax.random.randint(k_kind, (), 0, len(punches.KINDS)),
@@ -308,15 +352,16 @@ def sample_draw(dist: Distribution, key: jax.Array) -> Draw:
         u=dist.unit(k_u, (len(PARAMS),)),
         feint=(jax.random.uniform(k_feint) < dist.feint_odds).astype(jnp.float32),
         combo_left=combo.astype(jnp.int32),
+        southpaw=southpaw.astype(jnp.int32),
     )
 
 
 def follow_up(dist: Distribution, first: Draw, key: jax.Array) -> Draw:
-    """The next punch of a sequence: drawn anew, at the same distance (no step between them), one fewer
-    to follow."""
+    """The next punch of a sequence: drawn anew, at the same distance and in the same stance (no step
+    between them), one fewer to follow."""
     draw = sample_draw(dist, key)
     u = draw.u.at[PARAMS.index("distance")].set(first.u[PARAMS.index("distance")])
-    return draw.replace(u=u, combo_left=jnp.maximum(first.combo_left - 1, 0))
+    return draw.replace(u=u, combo_left=jnp.maximum(first.combo_left - 1, 0), southpaw=first.southpaw)
 
 
 @struct.dataclass
@@ -333,6 +378,8 @@ class DrawTable:
     """(P,) float32."""
     combo_left: jax.Array
     """(P,) int32 rows still to follow; row p + 1 follows row p when it is positive."""
+    southpaw: jax.Array
+    """(P,) int32 1 for a punch from the mirrored stance (0 for every row of a file without them)."""
     starts: jax.Array
     """(S,) int32 rows that begin a sequence (what a new throw draws from, uniformly)."""
 
@@ -340,12 +387,13 @@ class DrawTable:
         """Row `p` as a draw."""
         return Draw(
             kind=self.kind[p], target=self.target[p], u=self.u[p], feint=self.feint[p],
-            combo_left=self.combo_left[p],
+            combo_left=self.combo_left[p], southpaw=self.southpaw[p],
         )  # fmt: skip
 
 
 def heldout_table(dist: Distribution, seed: int, sequences: int) -> dict[str, np.ndarray]:
-    """`sequences` sequences drawn inside the held-out windows with `seed`, laid out as rows (numpy)."""
+    """`sequences` sequences drawn inside the held-out windows with `seed`, laid out as rows (numpy); their
+    stance as `dist.southpaw_share` draws it (0 for the orthodox held-out set, 1 for the southpaw one)."""
     held = dataclasses.replace(dist, heldout=True)
     rows = []
     for s in range(sequences):
@@ -356,7 +404,8 @@ def heldout_table(dist: Distribution, seed: int, sequences: int) -> dict[str, np
         for i in range(int(draw.combo_left)):
             draw = follow_up(held, draw, jax.random.fold_in(k_next, i))
             rows.append(draw)
-    stack = {f: np.stack([np.asarray(getattr(r, f)) for r in rows]) for f in ("kind", "target", "u", "feint")}
+    fields = ("kind", "target", "u", "feint", "southpaw")
+    stack = {f: np.stack([np.asarray(getattr(r, f)) for r in rows]) for f in fields}
     stack["combo_left"] = np.array([int(r.combo_left) for r in rows], np.int32)
     follows = np.concatenate([[False], stack["combo_left"][:-1] > 0])
     stack["starts"] = np.flatnonzero(~follows).astype(np.int32)
@@ -369,17 +418,19 @@ def save_table(path: str, table: dict[str, np.ndarray], seed: int) -> None:
 
 
 def load_table(path: str | None = None) -> DrawTable:
-    """Read a held-out set (default `HELDOUT_PATH`) onto the device; a clear error for a bad file."""
+    """Read a held-out set (default `HELDOUT_PATH`) onto the device; a clear error for a bad file. A file
+    without stances (the first held-out set) is orthodox throughout."""
     path = path or HELDOUT_PATH
     with np.load(path, allow_pickle=False) as f:
         version = int(f["format_version"]) if "format_version" in f else -1
         if version != HELDOUT_FORMAT:
             raise ValueError(f"{path}: held-out punch set format {version}, expected {HELDOUT_FORMAT}")
         fields = [f.name for f in dataclasses.fields(DrawTable)]
-        missing = sorted(set(fields) - set(f.files))
+        missing = sorted(set(fields) - set(f.files) - {"southpaw"})
         if missing:
             raise ValueError(f"{path}: held-out punch set lacks {missing}")
-        arrays = {k: np.asarray(f[k]) for k in fields}
+        arrays = {k: np.asarray(f[k]) for k in fields if k in f.files}
+    arrays.setdefault("southpaw", np.zeros_like(arrays["kind"]))
     if arrays["u"].ndim != 2 or arrays["u"].shape[1] != len(PARAMS):
         raise ValueError(f"{path}: held-out draws need {len(PARAMS)} parameters ({', '.join(PARAMS)})")
     dtypes = {"u": jnp.float32, "feint": jnp.float32}
