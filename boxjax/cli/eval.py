@@ -10,9 +10,10 @@ once; the policy acts by its mean action (`--stochastic`: a sample of its action
 Every punch that arrives is counted by the task's own judgement (blocked, parried when it touched the guard,
 missed, hit, clean hit, the hit's score) and by its kind, target and speed; shares are of arrived punches
 with 95 % Wilson intervals (punches treated as independent). `--punches` takes a comma list of punch sets:
-`classic` (the shipped library), `heldout` (the shipped held-out set, punches training never draws) or a
-punch library file; the default, heldout,classic, falls back to classic alone, saying so, where the held-out
-set cannot be built. `--other-kinds` adds the command, walk, bag and shove episodes' success rates.
+`classic` (the shipped library), `heldout` (the shipped held-out set, punches training never draws),
+`heldout-southpaw` (its twin, every punch thrown from the mirrored stance) or a punch library file; the
+default, heldout,classic, falls back to classic alone, saying so, where the held-out set cannot be built.
+`--other-kinds` adds the command, walk, bag and shove episodes' success rates.
 
 Platforms: `cpu`, MuJoCo's C engine stepping the task's own code (`boxjax.envs.cpu.CpuEnv`); `gpu`, the JAX
 env on MuJoCo Warp, the whole rollout one compiled program; `jax`, that program on MJX's JAX physics on the
@@ -40,6 +41,7 @@ from boxjax.cli import common, policies
 PUNCH_SETS = {
     "classic": {"punch_source": "library", "punch_library": ""},
     "heldout": {"punch_source": "heldout", "punch_library": ""},
+    "heldout-southpaw": {"punch_source": "heldout-southpaw", "punch_library": ""},
 }
 """The named punch sets as block task options; any other set is a punch library file."""
 DEFAULT_PUNCHES = "heldout,classic"
@@ -64,8 +66,12 @@ def parser() -> common.Parser:
     )  # fmt: skip
     p.add_argument("--baseline", choices=BASELINES, default=None, help="guard: the zero action, no policy")
     p.add_argument("--platform", choices=tuple(PLATFORMS), default="cpu", help="cpu | gpu | jax (see above)")
-    p.add_argument("--punches", default=None, help=f"comma list of classic | heldout | FILE.npz (default "
-                   f"{DEFAULT_PUNCHES}, classic alone where the held-out set is missing)")  # fmt: skip
+    p.add_argument(
+        "--punches",
+        default=None,
+        help="comma list of classic | heldout | heldout-southpaw | "
+        f"FILE.npz (default {DEFAULT_PUNCHES}, classic alone where the held-out set is missing)",
+    )
     p.add_argument("--worlds", type=int, default=32, help="worlds stepped together (default 32)")
     p.add_argument("--steps", type=int, default=2400, help="control steps of face episodes (default 2400)")
     p.add_argument("--seed", type=int, default=0, help="seed of the episodes (and of --stochastic's noise)")
