@@ -201,3 +201,66 @@ def test_a_trace_acts_with_every_agents_policy():
     )
     assert np.abs(moving[-1] - moving[0]).max() > 0.05
     assert np.array_equal(alone[-1], alone[0]) and np.array_equal(zero, alone)
+
+
+def test_a_run_with_a_pool_resumes_exactly(tmp_path):
+    """Two iterations with a pool checkpointed, resumed to four: the pool, the worlds' faces and both
+    models equal the straight run's bit for bit."""
+    fields = dict(pool_size=2, pool_every=2, pool_share=1.0)
+    straight = run(4, **fields)[0]
+    ckpt = str(tmp_path / "pool")
+    config = dataclasses.replace(CONFIG, **fields)
+    ppo.train_run(PointChase(), config, KEY, iterations=2, checkpoint_dir=ckpt)
+    resumed = ppo.train_run(PointChase(), config, KEY, iterations=4, resume=ckpt)[0]
+    assert _equal(resumed.train_state, straight.train_state)
+    assert _equal(resumed.rollout_state.faces, straight.rollout_state.faces)
+
+
+def test_the_guard_reads_every_agents_figures():
+    """The unprefixed guard figures the host's stop rules read are the largest over the agents: a co-agent's
+    skipped update shows there although the primary agent's was clean."""
+    names = ("guard/update_skipped", "guard/nonfinite/loss")
+    clean = {k: np.float32(0.0) for k in names}
+    learned = {
+        "runner": agents.Learned(params=None, opt_state=None, normalizer=None, terms=None, figures=clean),
+        "chaser": agents.Learned(
+            params=None,
+            opt_state=None,
+            normalizer=None,
+            terms=None,
+            figures={**clean, names[0]: np.float32(1.0)},
+        ),
+    }
+    assert {k: float(v) for k, v in agents.guard_figures(learned).items()} == {names[0]: 1.0, names[1]: 0.0}
+
+
+def test_a_policy_file_of_one_agent_loads_as_that_agent(tmp_path):
+    """The chaser's policy file (`boxjax export --agent chaser`'s meta) restores as the chaser's policy,
+    refuses to pass for the runner's, and seeds the chaser of a new run (the runner starting fresh)."""
+    from boxjax.cli import export, policies
+
+    state = run(3)[0].train_state
+    chaser = ppo.policy_of(state, agent="chaser")
+    meta = export.one_agent({**ppo.run_meta(PointChase(), CONFIG)}, "chaser")
+    assert (meta["agent"], meta["observation_size"], "agents" in meta) == ("chaser", 4, False)
+    path = str(tmp_path / "chaser.msgpack")
+    checkpoint.save_policy(path, {"params": chaser.params, "normalizer": chaser.normalizer}, meta)
+    _, loaded = policies.restore(path, meta, PointChase())
+    assert _equal(loaded.params, chaser.params)
+    with pytest.raises(ValueError, match="holds agent 'chaser'"):
+        policies.restore(path, meta, PointChase(), agent="runner")
+    seeded = ppo.train_run(PointChase(), CONFIG, KEY, iterations=0, init=path)[0].train_state
+    fresh = ppo.train_run(PointChase(), CONFIG, KEY, iterations=0)[0].train_state
+    assert _equal(seeded.params["chaser"], chaser.params)
+    assert _equal(seeded.params["runner"], fresh.params["runner"])
+
+
+def test_options_of_several_agents_are_refused_where_they_cannot_apply():
+    """A pool beside a frozen agent, and any option of several agents for a single-agent env."""
+    from boxjax.envs.toy import PointReach
+
+    with pytest.raises(ValueError, match="snapshots of a frozen agent"):
+        run(1, pool_size=2, frozen_agents=("runner",))
+    config = dataclasses.replace(CONFIG, frozen_agents=("policy",))
+    with pytest.raises(ValueError, match="options of several agents"):
+        ppo.train_run(PointReach(), config, KEY, iterations=1)

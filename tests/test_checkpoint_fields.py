@@ -52,3 +52,13 @@ def test_a_none_field_the_template_lacks_is_no_mismatch_but_a_missing_array_is(t
     checkpoint.save(str(tmp_path / "lacking"), 1, lacking, {"format": checkpoint.FORMAT})
     with pytest.raises(checkpoint.CheckpointMismatchError, match="no leaf train/normalizer"):
         checkpoint.restore(str(tmp_path / "lacking"), states)
+
+
+def test_an_array_the_template_lacks_is_refused(tmp_path, states):
+    """A checkpoint with an array the run's state has no place for (here a normaliser field) is refused,
+    naming it, not dropped."""
+    extra = serialization.to_state_dict(jax.device_get(states))
+    extra["train"]["normalizer"]["surplus"] = np.ones(3, np.float32)
+    checkpoint.save(str(tmp_path), 1, extra, {"format": checkpoint.FORMAT})
+    with pytest.raises(checkpoint.CheckpointMismatchError, match="train/normalizer/surplus"):
+        checkpoint.restore(str(tmp_path), states)

@@ -23,6 +23,12 @@ chart of the outcomes per punch kind and target beside them (`--png`).
 `--checkpoints` evaluates every checkpoint of a run (on the held-out set by default) and draws the hit
 share against iterations and training minutes (the run's metrics.jsonl): rows in
 results/eval/skill-DEVICE-DATE.jsonl.
+
+`--crossplay` takes a self-play run (`--env opponent_policy=learned`: our blocker and a learning opponent)
+and plays every kept checkpoint's blocker against every kept checkpoint's opponent and the scripted
+punches (the opponent at zero offsets), both by their mean actions, in the run's own task on the JAX env
+(`--platform gpu` or `jax`): a table of the hit share of the punches that arrive, rows in
+results/eval/crossplay-DEVICE-DATE.jsonl.
 """
 
 from __future__ import annotations
@@ -85,6 +91,11 @@ def parser() -> common.Parser:
     )
     p.add_argument("--checkpoints", action="store_true", help="every checkpoint of the run: a skill curve")
     p.add_argument(
+        "--crossplay",
+        action="store_true",
+        help="a self-play run: every blocker version against every opponent version and the scripted punches",
+    )
+    p.add_argument(
         "--out",
         default=os.path.join("results", "eval"),
         help="folder of the rows and charts (default results/eval)",
@@ -121,6 +132,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError("--other-kinds measures one policy, not every checkpoint (--checkpoints)")
     if args.baseline and args.stochastic:
         raise ValueError("--stochastic samples a policy's actions; --baseline guard has none")
+    if args.crossplay and (args.checkpoints or args.baseline or args.other_kinds or args.stochastic):
+        raise ValueError(
+            "--crossplay measures the mean actions of a run's versions (no --checkpoints, --baseline, "
+            "--other-kinds or --stochastic)"
+        )
+    if args.crossplay and (args.platform == "cpu" or not args.source or os.path.isfile(args.source)):
+        raise ValueError("--crossplay takes a self-play run folder and --platform gpu or jax (the learned "
+                         "opponent acts in the JAX env)")  # fmt: skip
 
 
 def punch_sets(text: str | None) -> list[str]:
@@ -161,13 +180,19 @@ def subject(args: argparse.Namespace) -> Subject:
     return Subject(label, source, meta, None)
 
 
+SCRIPTED = {"opponent_policy": "scripted"}
+"""The opponent a blocker is measured against: the punch set's scripted punches, also for a blocker of a
+self-play run (`--crossplay` plays its learned opponents)."""
+
+
 def build_env(args: argparse.Namespace, meta: dict, name: str):
-    """The block task of `meta`'s config with punch set `name`: on MuJoCo's C engine (`cpu`: the task
-    `CpuEnv` steps), else the JAX env on the platform's physics; an error naming the set where it fails."""
+    """The block task of `meta`'s config with punch set `name` and the scripted opponent (`SCRIPTED`): on
+    MuJoCo's C engine (`cpu`: the task `CpuEnv` steps), else the JAX env on the platform's physics; an error
+    naming the set where it fails."""
     from boxjax import envs
     from boxjax.envs import cpu
 
-    options = {**policies.task_options(meta), **punch_options(name)}
+    options = {**policies.task_options(meta), **punch_options(name), **SCRIPTED}
     impl = PLATFORMS[args.platform][1]
     try:
         if impl == "mujoco-c":
@@ -338,6 +363,50 @@ def skill_curve(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int
     return 0
 
 
+def crossplay(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
+    """Every kept blocker version of a self-play run against every kept opponent version and the scripted
+    punches: the hit share table, a row per pair."""
+    from boxjax import envs
+    from boxjax.bench import rows
+    from boxjax.bench.defence import report, rollout, tally
+    from boxjax.envs import base
+    from boxjax.rl import ppo
+
+    named = subj.meta.get("agents") or []
+    if len(named) != 2:
+        raise ValueError(
+            f"--crossplay: {subj.source} is no self-play run of two agents (its agents: {named})"
+        )
+    head = row_head(args, subj, argv, "crossplay")
+    env = envs.make("block", impl=PLATFORMS[args.platform][1], num_worlds=args.worlds,
+                    **policies.task_options(subj.meta))  # fmt: skip
+    ours, theirs = (a.name for a in base.agents_of(env))
+    versions = {}
+    for step in policies.checkpoint_steps(subj.source):
+        meta = policies.read_meta(subj.source, step)
+        versions[step] = {a: policies.restore(subj.source, meta, env, step, a)[1] for a in (ours, theirs)}
+    act = rollout.agents_actor(env, ppo.PPOConfig.from_dict(subj.meta["ppo"]))
+    blockers = {f"step {s}": v[ours] for s, v in versions.items()}
+    opponents = {"scripted": None, **{f"step {s}": v[theirs] for s, v in versions.items()}}
+    cells, out = {}, []
+    for b, blocker in blockers.items():
+        for o, opponent in opponents.items():
+            counts = rollout.jax_tally(env, act, {ours: blocker, theirs: opponent}, "face", args.worlds,
+                                       args.steps, args.seed)  # fmt: skip
+            cells[b, o] = tally.defence(counts)
+            print(
+                f"eval: blocker {b} against opponent {o}: {report.percent(cells[b, o].hit)} hit", flush=True
+            )
+            out.append({**head, "blocker": b, "opponent": o, **report.defence_row(cells[b, o])})
+    sizes = f"{args.platform}, {args.worlds} worlds x {args.steps} steps, seed {args.seed}, mean actions"
+    print(f"\n{subj.label}: hit share of arrived punches ({sizes})")
+    print(report.crossplay_table(cells, list(blockers), list(opponents)))
+    path = rows.rows_path(args.out, head["measure"], head["device"], head["date"])
+    report.append_rows(path, out)
+    print(f"\nrows -> {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Check the arguments, pick the platform, find the policy, measure."""
     argv = sys.argv[1:] if argv is None else argv
@@ -348,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
 
     platform.configure(PLATFORMS[args.platform][0], args.cache)
     subj = subject(args)
-    return (skill_curve if args.checkpoints else defence)(args, subj, argv)
+    measure = crossplay if args.crossplay else skill_curve if args.checkpoints else defence
+    return measure(args, subj, argv)
 
 
 if __name__ == "__main__":

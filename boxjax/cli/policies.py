@@ -99,12 +99,15 @@ def restore(source: str, meta: dict, env: Any, step: int | None = None, agent: s
     from boxjax.rl.train_step import init_train_state
 
     config = ppo.PPOConfig.from_dict(meta["ppo"])
-    checkpoint.check_init(meta, ppo.run_meta(env, config))
+    one = meta.get("agent")  # the agent a policy file of one agent of a several-agent run holds
+    if one is not None and agent not in (None, one):
+        raise ValueError(f"{source} holds agent {one!r}'s policy, not {agent!r}'s")
+    checkpoint.check_init(meta, agents.meta_of(env, ppo.run_meta(env, config), one))
     template = init_train_state(env, dataclasses.replace(config, pool_size=0), jax.random.PRNGKey(0))
     if agents.has_agents(template):
-        agent = agent or ppo.primary_agent(env)
+        agent = agent or one or ppo.primary_agent(env)
         if not meta.get("agents"):  # a policy file of one agent of a several-agent task
-            template = agents.agent_state(template, meta.get("agent", agent))
+            template = agents.agent_state(template, agent)
     elif meta.get("agents"):  # one agent of a several-agent checkpoint, in an env of that agent alone
         agent = agent or meta["agents"][0]["name"]
         template = template.replace(

@@ -204,8 +204,8 @@ def _restore_as_stored(
     """The checkpoint read in its stored structure (each leaf with `abstract`'s dtype and placement where
     the paths meet), then put into `abstract`'s structure leaf by leaf. So a field that holds no arrays
     (None) on one side only, such as one added to a state dataclass after the checkpoint was written, is
-    no mismatch; an array leaf `abstract` wants that the checkpoint lacks is a `CheckpointMismatchError`
-    naming it. Without `only`, a part or array the template lacks is one too, naming it."""
+    no mismatch; an array leaf `abstract` wants that the checkpoint lacks, or one of the parts it wants that
+    it does not, is a `CheckpointMismatchError` naming it; without `only`, so is a part it does not want."""
     wanted = {_path_key(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(abstract)[0]}
     stored_parts = dict(metadata)
     extra = sorted(set(stored_parts) - set(abstract))
@@ -224,6 +224,11 @@ def _restore_as_stored(
     missing = sorted("/".join(k) for k in wanted if k not in found)
     if missing:
         raise CheckpointMismatchError(f"the checkpoint at {directory} has no leaf {', '.join(missing[:3])}")
+    extra = sorted("/".join(k) for k in found if k not in wanted and k[0] in abstract)
+    if extra:
+        raise CheckpointMismatchError(
+            f"the checkpoint at {directory} holds arrays this run does not: {extra[:3]}"
+        )
     return {
         part: jax.tree_util.tree_map_with_path(
             lambda p, _, part=part: found[(part, *_path_key(p))], abstract[part]
@@ -256,6 +261,11 @@ def restore_model(directory: str, train_template: Any, step: int | None = None) 
         key = (field, *_path_key(path))
         if key not in stored:
             raise CheckpointMismatchError(f"the checkpoint at {directory} has no model leaf {'/'.join(key)}")
+        if np.shape(stored[key]) != np.shape(template_leaf):
+            raise CheckpointMismatchError(
+                f"the checkpoint at {directory} holds {'/'.join(key)} of shape {np.shape(stored[key])}, this "
+                f"model's is {np.shape(template_leaf)}"
+            )
         return stored[key]
 
     return {

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from boxjax.envs import base
 from boxjax.models import checkpoint
 from boxjax.models.networks import ActorCritic
+from boxjax.rl import guard
 from boxjax.rl.config import PPOConfig
 from boxjax.rl.rollout import Faces, RolloutState, Transition, rollout, sample_action
 from boxjax.rl.train_step import (
@@ -30,12 +31,15 @@ from boxjax.rl.train_step import (
     agent_network,
     iteration_metrics,
     learn,
+    learning_rate,
 )
 
 PREFIX = "agent/"
 """Figures of one agent of several: `agent/<name>/reward` (its mean reward per world-step),
-`agent/<name>/learns` (1.0 when it updated this iteration) and, for the co-agents, `agent/<name>/loss/...`
-and its guard's figures (the primary agent's keep their single-agent names)."""
+`agent/<name>/learns` (1.0 when it updated this iteration), `agent/<name>/snapshot_share` with a pool and,
+for the co-agents, `agent/<name>/loss/...` and its guard's figures (the primary agent's loss figures keep
+their single-agent names; the unprefixed guard figures are the largest over the agents, `guard_figures`).
+The episode figures count every world, those where a snapshot plays a side too."""
 
 
 def has_agents(train_state: TrainState) -> bool:
@@ -58,13 +62,26 @@ def agent_state(train_state: TrainState, name: str) -> TrainState:
 
 def check_config(env: base.Env, config: PPOConfig) -> None:
     """Refuse, naming the field, what several learners cannot take: a frozen agent the env does not name, no
-    agent left to learn, several seeds or devices."""
+    agent left to learn, a pool beside frozen agents or with Brax's batch layout, several seeds or devices;
+    and any option of several agents for an env with one."""
     names = [a.name for a in base.agents_of(env)]
+    options = {"frozen_agents": config.frozen_agents, "agent_turn_iterations": config.agent_turn_iterations}
+    options["pool_size"] = config.pool_size
+    if len(names) == 1:
+        given = {k: v for k, v in options.items() if v}
+        if given:
+            raise ValueError(f"PPOConfig {given}: options of several agents; this env has one ({names[0]})")
+        return
     unknown = sorted(set(config.frozen_agents) - set(names))
     if unknown:
         raise ValueError(f"PPOConfig.frozen_agents names {unknown}; the env's agents are {names}")
     if not set(names) - set(config.frozen_agents):
         raise ValueError(f"PPOConfig.frozen_agents freezes every agent ({names}): none would learn")
+    if config.pool_size and config.frozen_agents:
+        raise ValueError(
+            f"PPOConfig.pool_size {config.pool_size} with frozen_agents {list(config.frozen_agents)}: the "
+            "snapshots of a frozen agent are the agent itself, and those of a learner would face it alone"
+        )
     if config.pool_size and config.batch_layout != "transitions":
         raise ValueError(
             f"PPOConfig.pool_size {config.pool_size} takes batch_layout 'transitions' (its loss leaves out "
@@ -192,14 +209,18 @@ def agent_transition(traj: Transition, name: str, primary: str, index: int) -> T
 def learn_or_keep(
     net: ActorCritic, config: PPOConfig, view: TrainState, traj: Transition, key: jax.Array, now: Any
 ) -> Learned:
-    """`learn` where `now`, else the agent's model bit for bit as it was, its loss terms and figures 0: a
+    """`learn` where `now`, else the agent's model bit for bit as it was, its loss terms and figures 0 (its
+    learning rate as it stands): a
     `lax.cond` for a traced `now` (a turn without an update costs none), no update at all for `now` False
     (a frozen agent)."""
     shapes = jax.eval_shape(lambda: learn(net, config, view, traj, key))
 
     def keep() -> Learned:
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-        return zeros.replace(params=view.params, opt_state=view.opt_state, normalizer=view.normalizer)
+        figures = {**zeros.figures, "loss/learning_rate": learning_rate(view.opt_state)}
+        return zeros.replace(
+            params=view.params, opt_state=view.opt_state, normalizer=view.normalizer, figures=figures
+        )
 
     if now is False:
         return keep()
@@ -232,6 +253,11 @@ def train_iteration(
     params_now = base.apply_curriculum(env, env_params, train_state.curriculum)
     draw = None
     if config.pool_size:
+        if rollout_state.faces is None or train_state.pool is None:
+            raise ValueError(
+                "PPOConfig.pool_size > 0 needs states made for a pool (init_rollout(faces=True), "
+                "init_train_state with the pool config)"
+            )
         train_state = train_state.replace(pool=snapshot(config, train_state))
         draw = redraw(config, len(agents), train_state.pool.filled)
     rollout_state, traj, summary, env_metrics = rollout(
@@ -277,7 +303,16 @@ def train_iteration(
     metrics = iteration_metrics(summary, env_metrics, learned[primary].terms, curriculum, solved)
     metrics.update(learned[primary].figures)
     metrics.update(figures)
+    metrics.update(guard_figures(learned))
     return train_state, rollout_state, metrics
+
+
+def guard_figures(learned: dict[str, Learned]) -> dict[str, jax.Array]:
+    """The guard's figures (`boxjax.rl.guard`) of the iteration as the host's stop rules read them: each the
+    largest over the agents (an agent without an update this iteration reports 0), so a co-agent whose
+    updates go non-finite stops the run as the primary agent's would."""
+    keys = [k for k in next(iter(learned.values())).figures if k.startswith(guard.PREFIX_ROOT)]
+    return {k: jnp.max(jnp.stack([jnp.asarray(one.figures[k]) for one in learned.values()])) for k in keys}
 
 
 def make_iteration(env: base.Env, config: PPOConfig) -> IterationFn:
@@ -293,14 +328,41 @@ def make_iteration(env: base.Env, config: PPOConfig) -> IterationFn:
 
 def init_model(source: str, train_state: TrainState, meta: dict[str, Any], primary: str) -> dict[str, Any]:
     """The model a several-agent run seeded from `source` (`--init`) takes: every agent's from a checkpoint
-    of the same agents, or the primary agent's alone from a single-agent one (the co-agents start fresh),
-    as `checkpoint.init_model` checks it."""
+    of the same agents (their names and sizes compared), or one agent's from a single-agent source (the
+    agent a policy file of one agent names, else the primary one; the others start fresh), as
+    `checkpoint.init_model` checks it."""
     saved = checkpoint.read_source_meta(source)
     if saved.get("agents") is not None:
+        if saved["agents"] != meta.get("agents"):
+            raise checkpoint.CheckpointMismatchError(
+                f"cannot start from {source}: its agents {saved['agents']}, this run's {meta.get('agents')}"
+            )
         return checkpoint.init_model(source, train_state, meta)
-    primary_meta = {k: v for k, v in meta.items() if k != "agents"}
-    model = checkpoint.init_model(source, agent_state(train_state, primary), primary_meta)
-    return {part: {**getattr(train_state, part), primary: value} for part, value in model.items()}
+    name = saved.get("agent", primary)
+    one = {k: v for k, v in meta.items() if k != "agents"}
+    model = checkpoint.init_model(source, agent_state(train_state, name), meta_sizes(meta, name, one))
+    return {part: {**getattr(train_state, part), name: value} for part, value in model.items()}
+
+
+def meta_sizes(meta: dict[str, Any], name: str, base_meta: dict[str, Any]) -> dict[str, Any]:
+    """`base_meta` with the observation and action sizes of agent `name` of `meta`'s agents list."""
+    for agent in meta.get("agents") or []:
+        if agent["name"] == name:
+            return {
+                **base_meta,
+                "observation_size": agent["observation_size"],
+                "action_size": agent["action_size"],
+            }
+    return base_meta
+
+
+def meta_of(env: base.Env, meta: dict[str, Any], agent: str | None) -> dict[str, Any]:
+    """A run's `meta` as one agent's model must match it: with the sizes of `env`'s agent `agent` (a policy
+    file of one agent of a several-agent run), else as it is."""
+    for one in base.agents_of(env):
+        if agent is not None and one.name == agent:
+            return {**meta, "observation_size": one.observation_size, "action_size": one.action_size}
+    return meta
 
 
 def describe(env: base.Env) -> list[dict[str, Any]] | None:

@@ -19,6 +19,8 @@ import numpy as np
 
 from boxjax.rl import rollout
 
+PREFIX_ROOT = "guard/"
+"""Every figure of the guard starts so."""
 PREFIX = "guard/nonfinite/"
 QUANTITIES = ("observations", "loss", "gradients", "parameters", "observation_statistics")
 """What is checked, in the order it is computed: the first one flagged is the one an error names."""

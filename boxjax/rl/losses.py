@@ -132,7 +132,8 @@ class LossBatch:
     epoch, `train_step.transition_noise`); None for the clipped normal policy."""
     weight: jax.Array | None = None
     """(B,) 1.0 for a transition that counts, 0.0 for one that does not (an agent's step a snapshot acted
-    for, `boxjax.rl.agents`): every mean of the loss is over the counted ones; None: all count."""
+    for, `boxjax.rl.agents`): every mean of the loss is over the counted ones (a tanh-normal policy's
+    sampled entropy bonus aside: it averages over every row); None: all count."""
 
 
 @struct.dataclass
@@ -149,19 +150,22 @@ class LossTerms:
     """Distillation loss (`distill_loss`) before its weight; 0 when the batch has no distill target."""
 
 
-def distill_loss(mean: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Array:
+def distill_loss(
+    mean: jax.Array, target: jax.Array, mask: jax.Array, weight: jax.Array | None = None
+) -> jax.Array:
     """Masked squared distance of the policy mean to a target, averaged over the batch.
 
     Args:
       mean: (B, A) policy means.
       target: (B, A) target means (a teacher's actions).
       mask: (B, A) 1.0 on the dims to pull, 0.0 elsewhere.
+      weight: (B,) the transitions that count (`LossBatch.weight`); None: all.
 
     Returns:
-      () mean over B of sum(mask * (mean - target)^2) / max(sum(mask), 1).
+      () mean over B (the counted transitions) of sum(mask * (mean - target)^2) / max(sum(mask), 1).
     """
     per_sample = jnp.sum(mask * jnp.square(mean - target), axis=-1)
-    return jnp.mean(per_sample / jnp.maximum(jnp.sum(mask, axis=-1), 1.0))
+    return weighted_mean(per_sample / jnp.maximum(jnp.sum(mask, axis=-1), 1.0), weight)
 
 
 def weighted_mean(x: jax.Array, weight: jax.Array | None) -> jax.Array:
@@ -218,8 +222,7 @@ def ppo_loss(
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     distill = jnp.zeros((), jnp.float32)
     if batch.distill_target is not None:
-        mask = batch.distill_mask if w is None else batch.distill_mask * w[:, None]
-        distill = distill_loss(mean, batch.distill_target, mask)
+        distill = distill_loss(mean, batch.distill_target, batch.distill_mask, w)
         if distill_coef > 0:
             total = total + distill_coef * distill
     return LossTerms(

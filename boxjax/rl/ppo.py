@@ -281,7 +281,7 @@ def _initial_state(
         restored = checkpoint.restore(resume, {"train": train_state, "rollout": template})
         if dp is not None:
             return dp.from_host(restored["train"], restored["rollout"], rollout_state)
-        world = sharding.world_leaves(env, env_params, config.reset_every)
+        world = sharding.world_leaves(env, env_params, config.reset_every, config.pool_size > 0)
         return restored["train"], sharding.refresh_scratch(world, restored["rollout"], rollout_state)
     if init:  # its model only (a policy file's without an optimiser state)
         train_state = train_state.replace(**model_from(init, env, train_state, meta))
@@ -398,8 +398,7 @@ def train_run(
     entered = time.perf_counter()
     env_params = env.default_params() if env_params is None else env_params
     key = key if key.dtype == jnp.uint32 else jax.random.key_data(key)
-    if env_base.co_agents(env):
-        agents.check_config(env, config)
+    agents.check_config(env, config)
     devices = sharding.resolve_devices(config.num_devices)
     dp = sharding.DataParallel(env, config, env_params, devices) if len(devices) > 1 else None
     if dp is None:

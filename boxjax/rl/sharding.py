@@ -94,13 +94,13 @@ def check_graph_mode(env_params: Any) -> None:
             )
 
 
-def world_leaves(env: Env, env_params: Any, reset_every: int = 1) -> RolloutState:
-    """RolloutState (`init_rollout` with `reset_every`) of bools: True for leaves with a leading world
-    axis, False for leaves shared by the worlds of a device (MuJoCo Warp's contact pool and counters,
+def world_leaves(env: Env, env_params: Any, reset_every: int = 1, faces: bool = False) -> RolloutState:
+    """RolloutState (`init_rollout` with `reset_every` and `faces`) of bools: True for leaves with a leading
+    world axis, False for leaves shared by the worlds of a device (MuJoCo Warp's contact pool and counters,
     per-step scratch, the reset pool's age)."""
     key = jax.random.PRNGKey(0)
-    one = jax.eval_shape(lambda: init_rollout(env, env_params, key, 1, reset_every=reset_every))
-    two = jax.eval_shape(lambda: init_rollout(env, env_params, key, 2, reset_every=reset_every))
+    one = jax.eval_shape(lambda: init_rollout(env, env_params, key, 1, reset_every=reset_every, faces=faces))
+    two = jax.eval_shape(lambda: init_rollout(env, env_params, key, 2, reset_every=reset_every, faces=faces))
     return jax.tree.map(lambda a, b: a.shape != b.shape, one, two)
 
 
