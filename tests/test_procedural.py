@@ -321,12 +321,23 @@ def test_procedural_punches_need_the_full_simulated_opponent():
         BlockEnv(BlockConfig(body="simple", opponent_freeze_idle=True, punch_source="heldout"))
 
 
-def test_a_world_throws_the_heldout_punches_on_the_cpu_path():
+def turned_from_us(qpos: np.ndarray, task) -> np.ndarray:
+    """(N,) how far the opponent's hips are turned from the line to our pelvis (rad, + to his left)."""
+    me, him = qpos[:, task.me.qpos_adr :], qpos[:, task.opponent.qpos_adr :]
+    w, x, y, z = him[:, 3:7].T
+    heading = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    to_us = np.arctan2(me[:, 1] - him[:, 1], me[:, 0] - him[:, 0])
+    return np.angle(np.exp(1j * (heading - to_us)))
+
+
+@pytest.mark.parametrize("source", ["heldout", "heldout-southpaw"])
+def test_a_world_throws_the_heldout_punches_on_the_cpu_path(source):
     """The opponent's PD targets each step are the punch's keyframe path at that step (face episodes),
-    and the punch events of the step are those of the punch in the state."""
+    and the punch events of the step are those of the punch in the state; his hips turn his left side
+    toward us in the orthodox stance, his right side in the southpaw one."""
     from boxjax.envs.cpu import CpuEnv
 
-    config = BlockConfig(body="simple", punch_source="heldout", kind_weights=(1, 0, 0, 0, 0), episode_s=2.0)
+    config = BlockConfig(body="simple", punch_source=source, kind_weights=(1, 0, 0, 0, 0), episode_s=2.0)
     env = CpuEnv(config, num_worlds=2, seed=3)
     env.reset()
     task, thrown, arrived = env.task, 0.0, 0.0
@@ -337,6 +348,9 @@ def test_a_world_throws_the_heldout_punches_on_the_cpu_path():
         want = jax.vmap(task._spec_ctrl)(info.spec, jnp.maximum(info.frame, 0))
         live = np.asarray(info.step) > 0  # a world just restarted has not been driven yet
         np.testing.assert_allclose(env.worlds.ctrl[live][:, opp], np.asarray(want)[live], atol=1e-6)
+        settled = np.asarray(info.step) >= 8  # his root weld has pulled him into the stance
+        turn = turned_from_us(env.worlds.qpos[settled], task)
+        assert np.all(turn > 0.15 if source == "heldout-southpaw" else turn < -0.15), turn
         thrown += float(out.metrics["punch/thrown"].sum())
         arrived += float(out.metrics["punch/arrived"].sum())
     assert thrown >= 2 and arrived >= 1

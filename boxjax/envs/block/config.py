@@ -42,7 +42,7 @@ ABLATIONS = ("vision", "scoring", "ik")
 """Parts of the step a benchmark may leave out (`BlockConfig.ablate`): the rays (our fighter sees zeros),
 the 19-path punch score (every punch scores 0), the command's presses and arm fit (the guard pose is the
 target)."""
-PUNCH_SOURCES = ("library", "procedural", "heldout")
+PUNCH_SOURCES = ("library", "procedural", "heldout", "heldout-southpaw")
 """Where the opponent's punches come from (`BlockConfig.punch_source`)."""
 OPPONENTS = ("simulated", "puppet")
 """The opponent's kinds (`BlockConfig.opponent`)."""
@@ -108,8 +108,9 @@ class BlockConfig(TaskConfig):
     """Where the opponent's punches come from, one of `PUNCH_SOURCES`: "library", the table of
     `punch_library` (the classic 36 by default); "procedural", a new punch drawn on the device at every
     throw from the training distribution (`boxjax.envs.block.procedural`: continuous speed, aim, distance,
-    chamber, combinations and feints); "heldout", the shipped held-out set, drawn from ranges and a seed that
-    training never uses (what `boxjax eval` reports)."""
+    chamber, combinations, feints, both stances); "heldout", the shipped held-out set, drawn from ranges and
+    a seed that training never uses (what `boxjax eval` reports); "heldout-southpaw", its southpaw twin (every
+    punch from the mirrored stance, a seed of its own)."""
     punch_gap_s: tuple[float, float] = (0.3, 1.0)
     """Range of the random time the opponent waits in the guard before each punch."""
     vision_delay_s: float = 0.1

@@ -23,7 +23,7 @@ from mujoco import mjx
 from boxjax import mjcf
 from boxjax.envs import base, frames, rewards
 from boxjax.envs.base import State
-from boxjax.envs.block import from_stance, ik, procedural, punches, vision
+from boxjax.envs.block import from_stance, ik, procedural, punches, stances, vision
 from boxjax.envs.block import kinds as block_kinds
 from boxjax.envs.block import opponent as block_opponent
 from boxjax.envs.block import punch as block_punch
@@ -201,7 +201,11 @@ class BlockEnv:
             raise ValueError(f"punch bank joints {missing} are not actuated joints of the opponent's body")
         self.bank_cols = np.array([names.index(n) for n in self.bank.joint_names], np.int32)
         """(J,) the opponent's actuator of each bank joint."""
-        distribution = procedural.Distribution(heldout=cfg.punch_source == "heldout")
+        self.stances = stances.stances(
+            cfg.opponent_body, names, self.opponent.stance_ctrl, self.arena.anchor_pos, self.arena.anchor_quat
+        )
+        """His guard and root in both stances, picked by a punch's `southpaw` flag."""
+        distribution = procedural.Distribution(heldout=cfg.punch_source in procedural.HELDOUT_SETS)
         self.clock = procedural.Clock(distribution, self.gap_steps, cfg.control_dt_s)
         anchor = np.asarray(self.arena.anchor_pos, np.float32)[:2] - self.scene_ref[:2]
         self.scene_dir = (anchor / np.linalg.norm(anchor)).astype(np.float32)
@@ -286,7 +290,11 @@ class BlockEnv:
             kind_weights=jnp.asarray(self.config.kind_weights, jnp.float32),
             teacher=self.teacher,
             bank=procedural.device_bank(self.bank) if self.procedural else None,
-            draws=procedural.load_table() if self.config.punch_source == "heldout" else None,
+            draws=(
+                procedural.load_table(procedural.HELDOUT_SETS[self.config.punch_source])
+                if self.config.punch_source in procedural.HELDOUT_SETS
+                else None
+            ),
         )
 
     def reset(self, params: BlockParams, key: jax.Array) -> State:
@@ -716,7 +724,7 @@ class BlockEnv:
                     ctrl, his, self.config.opponent_offset_rad, self.opponent_index
                 )
                 ctrl = jnp.where(face, steered, ctrl)
-            return self._drive_opponent(data, ctrl, face, anchor)
+            return self._drive_opponent(data, ctrl, face, anchor, None if spec is None else spec.southpaw)
         pos, quat = table.body_pos[punch, at], table.body_quat[punch, at]
         placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         rows = jnp.asarray(self.opponent.mocap_ids)
@@ -733,18 +741,24 @@ class BlockEnv:
         return table.ctrl[punch, at] if spec is None else self._spec_ctrl(spec, at)
 
     def _spec_ctrl(self, spec: procedural.PunchSpec, frame) -> jax.Array:
-        """(U,) the opponent's PD targets at control step `frame` of a procedural punch: his guard's with the
-        bank's joints set, clipped to their actuators' ranges."""
+        """(U,) the opponent's PD targets at control step `frame` of a procedural punch: his guard's (in the
+        punch's stance) with the bank's joints set, clipped to their actuators' ranges."""
         opp, cols = self.opponent, self.bank_cols
         joints = procedural.joints_at(spec, frame * self.config.control_dt_s)
         lo, hi = opp.ctrl_range[cols, 0], opp.ctrl_range[cols, 1]
-        return jnp.asarray(opp.stance_ctrl, jnp.float32).at[cols].set(jnp.clip(joints, lo, hi))
+        guard = jnp.asarray(self.stances.ctrl)[spec.southpaw]
+        return guard.at[cols].set(jnp.clip(joints, lo, hi))
 
-    def _drive_opponent(self, data: mjx.Data, ctrl: jax.Array, face, anchor: jax.Array) -> mjx.Data:
-        """The simulated opponent's PD targets set to `ctrl` (U,), his root anchor moved with the scene to
-        `anchor` in face episodes (`place_scene`), else parked."""
+    def _drive_opponent(
+        self, data: mjx.Data, ctrl: jax.Array, face, anchor: jax.Array, southpaw=None
+    ) -> mjx.Data:
+        """The simulated opponent's PD targets set to `ctrl` (U,), his root anchor (in the `southpaw` stance
+        when given) moved with the scene to `anchor` in face episodes (`place_scene`), else parked."""
         pos = jnp.asarray(self.arena.anchor_pos, jnp.float32)[None]
         quat = jnp.asarray(self.arena.anchor_quat, jnp.float32)[None]
+        if southpaw is not None:
+            pos = jnp.asarray(self.stances.root_pos)[southpaw, None]
+            quat = jnp.asarray(self.stances.root_quat)[southpaw, None]
         placed_pos, placed_quat = block_punch.place_scene(pos, quat, jnp.asarray(self.scene_ref[:2]), anchor)
         row = self.arena.anchor_mocap
         opp = jnp.asarray(self.opponent.actuator_ids)
