@@ -921,10 +921,10 @@ def iteration():
     return make_train_iteration(env(), CONFIG)
 
 
-def _rollout(e, p, key, num_envs, reset_every=1):
+def _rollout(e, p, key, num_envs, reset_every=1, faces=False):
     """`ppo.fresh_rollout` through the file's compiled reset (jitting it anew would compile the reset, with
-    the arm fit, for every training run); no reset pool."""
-    assert reset_every == 1, "this stand-in builds no reset pool"
+    the arm fit, for every training run); no reset pool, no self-play pool."""
+    assert reset_every == 1 and not faces, "this stand-in builds no reset pool and no faces"
     zeros = jnp.zeros((num_envs,), jnp.float32)
     return RolloutState(
         env=jitted()[0](p, world_keys(key, num_envs)), episode_return=zeros, episode_length=zeros

@@ -353,7 +353,8 @@ def train(
 
 def primary_agent(env: Env) -> str | None:
     """The name of the primary agent of an env with several learners (`boxjax.rl.agents`); None with one."""
-    return env_base.agents_of(env)[0].name if env_base.co_agents(env) else None
+    named = getattr(env, "agents", None) or ()
+    return named[0].name if len(named) > 1 else None
 
 
 def policy_of(train_state: TrainState, seed: int = 0, agent: str | None = None) -> Policy:
