@@ -239,7 +239,7 @@ def test_the_boxjax_command_dispatches_to_each_task_and_names_bad_input(cli_env,
     ):
         assert main.main(argv) == 2
         assert capsys.readouterr().err.startswith(message)
-    assert bench.default_tools(gpu=True) == ("stance", "factor", "block", "seed_table")
+    assert bench.default_tools(gpu=True) == ("stance", "factor", "block", "selfplay", "seed_table")
     assert bench.default_tools(gpu=False) == ("stance", "cpu", "seed_table")
 
 

@@ -1,7 +1,8 @@
 """`boxjax bench`: the benchmarks `make bench` runs, or one measurement tool of `boxjax.bench`.
 
-    boxjax bench                      # the stance table; on a GPU the factorisation kernel and the block
-                                      # task, on a CPU-only machine the CPU path; last the seed's table
+    boxjax bench                      # the stance table; on a GPU the factorisation kernel, the block
+                                      # task and self-play's cost, on a CPU-only machine the CPU path;
+                                      # last the seed's table
     boxjax bench TOOL [ARGS ...]      # one tool, e.g. `boxjax bench block --shapes 2048x16 --repeats 5`
 
 Rows go to results/bench/ (JSON Lines), one per measurement, naming device, body, task, worlds and commit.
@@ -18,6 +19,7 @@ from boxjax.bench import rows
 TOOLS = {
     "stance": "the stance task's speed table (steps/s, s/iteration, $ per 1,000 iterations)",
     "block": "the block task's iteration and where its time goes",
+    "selfplay": "the blocking iteration with two learners (self-play) against one, same device and worlds",
     "cpu": "the CPU path (mujoco.batch) against a bare mj_step",
     "factor": "the fused mass-matrix factorisation kernel against MuJoCo Warp's",
     "seed_table": "the seed's price-and-speed table of the blocking training, from every kept row",
@@ -39,7 +41,7 @@ TOOLS = {
 
 def default_tools(gpu: bool) -> tuple[str, ...]:
     """The tools `boxjax bench` runs in order on a machine with (`gpu`) or without a GPU."""
-    middle = ("factor", "block") if gpu else ("cpu",)
+    middle = ("factor", "block", "selfplay") if gpu else ("cpu",)
     return ("stance", *middle, "seed_table")
 
 
