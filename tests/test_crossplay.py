@@ -1,7 +1,7 @@
-"""`boxjax eval RUN --crossplay` on the CPU (simple body, two face worlds, MJX's JAX physics): a self-play
+"""Self-play end to end on the CPU (simple body, two worlds, MJX's JAX physics): `boxjax train --task block
+--env opponent_policy=learned` trains both fighters one iteration; `boxjax eval RUN --crossplay` plays the
 checkpoint's blocker against the scripted punches and its own opponent, a row per pair; an opponent whose
-network outputs zero throws exactly the scripted punches (the same counts). The checkpoint holds fresh
-models (no training: only the model is read)."""
+network outputs zero throws exactly the scripted punches (the same counts)."""
 
 import json
 
@@ -13,26 +13,35 @@ from boxjax import envs
 from boxjax.bench.defence import rollout, tally
 from boxjax.cli import eval as eval_cli
 from boxjax.cli import policies
-from boxjax.models import checkpoint
 from boxjax.rl import ppo
-from boxjax.rl.train_step import init_train_state
 
 WORLDS, STEPS = 2, 48
-OPTIONS = {"opponent_policy": "learned", "episode_s": 1.2, "ablate": ("ik",)}
-"""Face episodes never use the command's arm fit: without it the rollouts compile in half the time."""
-CONFIG = ppo.PPOConfig(
-    num_envs=WORLDS, unroll_length=4, minibatch_size=8, policy_hidden=(16,), value_hidden=(16,)
-)
+CLI = [
+    "--body", "simple", "--platform", "cpu", "--mode", "fused", "--envs", str(WORLDS), "--unroll", "4",
+    "--minibatch", "8", "--epochs", "1", "--ppo", "policy_hidden=16", "--ppo", "value_hidden=16",
+    "--teacher", "none", "--env", "opponent_policy=learned", "--env", "episode_s=1.2", "--env", "ablate=ik",
+]  # fmt: skip
+"""A tiny self-play run; without the command's arm fit (face episodes never use it) the programs compile in
+half the time."""
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """runs/NAME/checkpoints of a self-play run: fresh models of both agents at step 0."""
-    env = envs.make("block", body="simple", impl="jax", num_worlds=WORLDS, **OPTIONS)
-    directory = tmp_path_factory.mktemp("selfplay") / "checkpoints"
-    state = init_train_state(env, CONFIG, jax.random.PRNGKey(3))
-    checkpoint.save(str(directory), 0, {"train": jax.device_get(state)}, ppo.run_meta(env, CONFIG))
-    return str(directory.parent)
+    """A self-play run trained one iteration by `boxjax train --task block` (its folder, with checkpoints/ at
+    step 1): both fighters learn, and the run's figures carry each agent's."""
+    from boxjax import platform
+    from boxjax.cli import block as block_cli
+
+    root = tmp_path_factory.mktemp("selfplay")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        patch.setattr(platform, "configure", lambda *args, **kwargs: None)  # JAX already runs here
+        assert block_cli.main([*CLI, "--iterations", "1", "--checkpoint-every", "1", "--name", "sp"]) == 0
+    run = root / "runs" / "sp"
+    figures = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert figures["agent/blocker/learns"] == figures["agent/opponent/learns"] == 1.0
+    assert "agent/opponent/reward" in figures and "agent/opponent/loss/total" in figures
+    return str(run)
 
 
 def test_crossplay_plays_each_pair_and_a_silent_opponent_is_the_scripted_one(run_dir, tmp_path, capsys):
@@ -42,17 +51,17 @@ def test_crossplay_plays_each_pair_and_a_silent_opponent_is_the_scripted_one(run
     argv = [run_dir, "--crossplay", "--platform", "jax", "--worlds", str(WORLDS), "--steps", str(STEPS)]
     assert eval_cli.main([*argv, "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert "| blocker \\ opponent | scripted | step 0 |" in printed
+    assert "| blocker \\ opponent | scripted | step 1 |" in printed
     rows = [json.loads(line) for path in tmp_path.glob("crossplay-*.jsonl") for line in open(path)]
-    assert [(r["blocker"], r["opponent"]) for r in rows] == [("step 0", "scripted"), ("step 0", "step 0")]
+    assert [(r["blocker"], r["opponent"]) for r in rows] == [("step 1", "scripted"), ("step 1", "step 1")]
     scripted = rows[0]
     assert scripted["arrived"] >= 1 and scripted["hit"]["total"] == scripted["arrived"]
 
     source = f"{run_dir}/checkpoints"
     meta = policies.read_meta(source)
     env = envs.make("block", impl="jax", num_worlds=WORLDS, **policies.task_options(meta))
-    blocker = policies.restore(source, meta, env, 0, "blocker")[1]
-    opponent = policies.restore(source, meta, env, 0, "opponent")[1]
+    blocker = policies.restore(source, meta, env, 1, "blocker")[1]
+    opponent = policies.restore(source, meta, env, 1, "opponent")[1]
     silent = opponent.replace(params=jax.tree.map(jnp.zeros_like, opponent.params))
     act = rollout.agents_actor(env, ppo.PPOConfig.from_dict(meta["ppo"]))
     counts = rollout.jax_tally(env, act, {"blocker": blocker, "opponent": silent}, "face", WORLDS, STEPS, 0)
@@ -80,3 +89,10 @@ def test_a_self_play_blocker_is_measured_against_the_scripted_punches(run_dir):
     args = eval_cli.parser().parse_args([run_dir, "--platform", "cpu"])
     env = eval_cli.build_env(args, meta, "classic")
     assert env.config.opponent_policy == "scripted"
+    learned = envs.make("block", impl="jax", num_worlds=WORLDS, **policies.task_options(meta))
+    alone = policies.restore(f"{run_dir}/checkpoints", meta, env)[1]
+    beside = policies.restore(f"{run_dir}/checkpoints", meta, learned, None, "blocker")[1]
+    assert all(
+        bool(jnp.array_equal(a, b))
+        for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(beside), strict=True)
+    )
