@@ -181,6 +181,8 @@ def test_curves_are_drawn_from_a_metrics_file_and_runs_overlay(tmp_path):
     assert path.endswith("curves.png") and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     titles = [panel.title for panel, _ in curves.panels_with_data({"a": rows})]
     assert titles == ["episode return", "falls", "curriculum level", "s / iteration"]  # no problem world
+    both = [{**r, "agent/blocker/reward": 0.5, "agent/opponent/reward": 0.1 * i} for i, r in enumerate(rows)]
+    assert "self-play: reward per step" in [panel.title for panel, _ in curves.panels_with_data({"a": both})]
     out = str(tmp_path / "both.png")
     assert plot_runs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
     assert os.path.getsize(out) > 10_000

@@ -54,6 +54,11 @@ PANELS = (
         flat_hidden=True,
     ),
     Panel(
+        "self-play: reward per step",
+        "mean reward per world-step",
+        ("agent/blocker/reward", "agent/opponent/reward"),
+    ),
+    Panel(
         "walk error",
         "m/s (lin_error), rad/s (yaw_error)",
         ("env/walk/lin_error", "env/walk/yaw_error"),
