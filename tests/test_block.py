@@ -1075,3 +1075,28 @@ def test_every_reward_term_is_weighted_once_by_its_config_field():
     for term in REWARD_TERMS:  # float32 products
         assert float(weighted[term]) == pytest.approx(2.0 * getattr(config, f"w_{term}"), rel=1e-6), term
     assert float(weighted["block"]) == 6.0
+
+
+def test_a_parried_punch_earns_the_parry_bonus_and_no_hit_penalty():
+    """`punch_terms`: a parried arrival (touched on the guard) counts as a block and a parry, its score no
+    hit; a reached one scoring low a block only; a hit minus its score. `w_parry` 0 (the default) leaves the
+    weighted sum as it was; `w_parry` 2 adds 2 per parry."""
+    from boxjax.envs.block.config import BlockConfig, weighted_terms
+    from boxjax.envs.block.env import punch_terms
+
+    def events(arrived, blocked, parried):
+        return {"punch/arrived": jnp.float32(arrived), "punch/blocked": jnp.float32(blocked),
+                "punch/parried": jnp.float32(parried)}  # fmt: skip
+
+    parried = punch_terms(events(1, 1, 1), jnp.float32(0.4))
+    low = punch_terms(events(1, 1, 0), jnp.float32(0.1))
+    hit = punch_terms(events(1, 0, 0), jnp.float32(0.7))
+    assert {k: float(v) for k, v in parried.items()} == {"block": 1.0, "hit": 0.0, "parry": 1.0}
+    assert {k: float(v) for k, v in low.items()} == pytest.approx({"block": 1.0, "hit": -0.1, "parry": 0.0})
+    assert {k: float(v) for k, v in hit.items()} == pytest.approx({"block": 0.0, "hit": -0.7, "parry": 0.0})
+    base = {"block": jnp.float32(1.0), "hit": jnp.float32(0.0)}
+    rest = {t: jnp.float32(0.0) for t in ("alive", "pose", "height", "upright", "feet", "action_rate",
+            "command", "walk_progress", "walk_goal", "bag_reach", "bag_hit", "recover")}  # fmt: skip
+    plain = weighted_terms(BlockConfig(), {**rest, **base, "parry": jnp.float32(1.0)})
+    bonus = weighted_terms(BlockConfig(w_parry=2.0), {**rest, **base, "parry": jnp.float32(1.0)})
+    assert float(plain["parry"]) == 0.0 and float(bonus["parry"]) == 2.0

@@ -20,14 +20,14 @@ from boxjax.ranges import ANY, COSINE, COUNT, NON_NEGATIVE, POSITIVE, UNIT, Rang
 KINDS = ("face", "command", "walk", "bag", "shove")
 WEIGHTS = (
     "w_alive", "w_pose", "w_height", "w_upright", "w_feet", "w_action_rate", "w_block", "w_hit", "w_command",
-    "w_walk_progress", "w_walk_goal", "w_bag_reach", "w_bag_hit", "w_recover", "w_fall",
+    "w_walk_progress", "w_walk_goal", "w_bag_reach", "w_bag_hit", "w_recover", "w_fall", "w_parry",
 )  # fmt: skip
 """The reward weights of `BlockConfig`."""
 """Episode kinds, in one-hot and weight order."""
 FACE, COMMAND, WALK, BAG, SHOVE = range(len(KINDS))
 REWARD_TERMS = (
     "alive", "pose", "height", "upright", "feet", "action_rate", "block", "hit",
-    "command", "walk_progress", "walk_goal", "bag_reach", "bag_hit", "recover",
+    "command", "walk_progress", "walk_goal", "bag_reach", "bag_hit", "recover", "parry",
 )  # fmt: skip
 """The reward's terms: each is computed unweighted (a penalty negative) and weighted once by its config
 field `w_<term>` (`weighted_terms`); the step's reward is their sum less `w_fall` on a fall, and each is
@@ -211,6 +211,10 @@ class BlockConfig(TaskConfig):
     """Bonus for each blocked punch."""
     w_hit: float = 5.0
     """Penalty per arriving punch, times its score."""
+    w_parry: float = 0.0
+    """Bonus for each punch parried (stopped by a touch of our gloves or forearms on the glove's way), on
+    top of `w_block`: a block on the guard valued over a stop out of reach, which scores no hit either
+    (0: the seed's reward, the step's sum unchanged bit for bit)."""
     w_command: float = 1.0
     """Weight of the gloves' closeness to the command's targets."""
     w_walk_progress: float = 1.0
@@ -234,6 +238,7 @@ class BlockConfig(TaskConfig):
         "opponent_offset_rad": 0.3,
         "w_opponent_effort": 0.01,
         "opponent_clean_bonus": 0.5,
+        "w_parry": 0.0,
     }
     """As `TaskConfig.AS_BUILT`: runs from before an option existed (every hinge of his simulated, his punches
     scripted) describe themselves as before."""

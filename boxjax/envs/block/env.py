@@ -51,6 +51,16 @@ from boxjax.mjcf import puppet, sparring
 from boxjax.physics import backend as physics_backend
 
 
+def punch_terms(events: dict[str, jax.Array], score: jax.Array) -> dict[str, jax.Array]:
+    """The unweighted reward terms of the step's punch judgement: `block` per blocked punch, `hit` minus the
+    score of each arrival not parried, `parry` per parried punch."""
+    return {
+        "block": events["punch/blocked"],
+        "hit": -(events["punch/arrived"] - events["punch/parried"]) * score,
+        "parry": events["punch/parried"],
+    }
+
+
 class PunchJudgement(NamedTuple):
     """The current punch as `BlockEnv._judge_punch` judged it after a step."""
 
@@ -427,10 +437,7 @@ class BlockEnv:
         his_view, others, his_metrics = self._opponent_step(params, data, info, draws, judged.events, his)
         touch = data.sensordata[jnp.asarray(self.me.touch_sensor_adr)]
         terms, fell = self._rewards(data, touch, action, info)
-        terms.update(
-            block=judged.events["punch/blocked"],
-            hit=-(judged.events["punch/arrived"] - judged.events["punch/parried"]) * judged.score,
-        )
+        terms.update(punch_terms(judged.events, judged.score))
         fell = fell * finite
         step = info.step + 1
         task_terms, task_events, info = self._task(data, info.replace(step=step), fell)
