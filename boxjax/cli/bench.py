@@ -19,7 +19,6 @@ from boxjax.bench import rows
 TOOLS = {
     "stance": "the stance task's speed table (steps/s, s/iteration, $ per 1,000 iterations)",
     "block": "the block task's iteration and where its time goes",
-    "selfplay": "the blocking iteration with two learners (self-play) against one, same device and worlds",
     "cpu": "the CPU path (mujoco.batch) against a bare mj_step",
     "factor": "the fused mass-matrix factorisation kernel against MuJoCo Warp's",
     "seed_table": "the seed's price-and-speed table of the blocking training, from every kept row",
@@ -35,6 +34,7 @@ TOOLS = {
     "brax": "Brax's PPO beside ours on MuJoCo Playground's tasks (the compare extra)",
     "profile_ppo": "the PPO update's phases, ours and Brax's",
     "report": "the tables of docs/benchmarks.md and README's headline figures, written from the rows",
+    "selfplay": "the blocking iteration with two learners (self-play) against one, same device and worlds",
 }
 """`boxjax bench TOOL`: modules of `boxjax.bench`, each with `main(argv)`, and what they measure."""
 
