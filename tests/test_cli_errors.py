@@ -99,3 +99,15 @@ def test_ppo_num_envs_sizes_the_cpu_path_or_is_refused_beside_a_count_it_contrad
         stance.ppo_config(stance.arguments(["--envs", "8", "--ppo", "num_envs=16"]))
     with pytest.raises(ValueError, match=r"--ppo num_envs=16 != --collectors 1 x --worlds 4"):
         stance.ppo_config(stance.arguments(["--ppo", "num_envs=16", "--worlds", "4"]))
+
+
+def test_a_short_flag_and_ppo_that_disagree_are_refused():
+    """`--envs 64 --ppo num_envs=32` (or --unroll against unroll_length) on the fused path: refused naming
+    both, no longer the --ppo value silently; agreeing values pass."""
+    fused = ["--platform", "gpu"]
+    with pytest.raises(ValueError, match="--envs 64 and --ppo num_envs=32 ask for different worlds"):
+        common.ppo_overrides(stance.arguments([*fused, "--envs", "64", "--ppo", "num_envs=32"]))
+    with pytest.raises(ValueError, match="--unroll 8 and --ppo unroll_length=4"):
+        common.ppo_overrides(stance.arguments([*fused, "--unroll", "8", "--ppo", "unroll_length=4"]))
+    agreed = common.ppo_overrides(stance.arguments([*fused, "--envs", "32", "--ppo", "num_envs=32"]))
+    assert agreed["num_envs"] == 32

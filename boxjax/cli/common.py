@@ -306,11 +306,19 @@ PPO_FLAGS = {
 
 
 def ppo_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """PPOConfig fields given on the command line (the short flags and any `--ppo FIELD=VALUE`)."""
+    """PPOConfig fields given on the command line (the short flags and any `--ppo FIELD=VALUE`); a field a
+    short flag and `--ppo` both set to different values is refused, naming both."""
     from boxjax.rl.config import PPOConfig
 
     short = {field: getattr(args, arg) for arg, field in PPO_FLAGS.items() if getattr(args, arg) is not None}
-    return {**short, **field_values(args.ppo, PPOConfig())}
+    long = field_values(args.ppo, PPOConfig())
+    for arg, field in PPO_FLAGS.items():
+        if field in short and field in long and short[field] != long[field]:
+            what = "worlds" if field == "num_envs" else "values"
+            raise ValueError(
+                f"--{arg} {short[field]} and --ppo {field}={long[field]} ask for different {what}: give one"
+            )
+    return {**short, **long}
 
 
 def ppo_config(fields: dict[str, Any]) -> Any:
