@@ -19,9 +19,9 @@ Then the whole fused PPO iteration (`make_train_iteration`: collect `--unroll` s
 * ``it_physics_s``, ``it_vision_s``, ``it_scoring_s``: the per-step parts above times the unroll;
 * ``it_ik_s``: the arm fit at reset (a reset of every world minus one with the fit replaced by the guard);
 * ``it_teacher_s``: with `--teacher`, the walking teacher beside the policy (its observation and network
-  on every world-step: `distill_targets` timed alone less the cost of the call, times the unroll; before
-  the eighth session the call's cost was counted too), as measured: negative where the call's cost and
-  its noise exceed the work (before issue 58 such a row read 0.0); ``it_teacher_sd_s``, its spread (the
+  on every world-step: `distill_targets` timed alone less the cost of the call, times the unroll; rows
+  before 8fa8629 counted the call's cost too), as measured: negative where the call's cost and its noise
+  exceed the work (rows before c3139b4 read 0.0 there); ``it_teacher_sd_s``, its spread (the
   two timings' standard deviations added in quadrature, times the unroll; no row with fewer than 2
   repeats). The iteration then trains with the distillation loss (`distill_coef` 0.1). `--teacher
   untrained` is a walk policy of the trained one's shape with fresh weights (its cost does not depend on
