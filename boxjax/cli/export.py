@@ -47,17 +47,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def one_agent(meta: dict, agent: str | None) -> dict:
-    """The meta of a policy file of one agent: a several-agent run's meta with its `agents` list replaced by
-    the exported agent's name and sizes (the primary one's by default); a single-agent meta as it is."""
+    """The meta of the policy file: a several-agent run's as `agents.agent_meta` gives it for `agent` (the
+    primary one by default); a single-agent meta as it is."""
+    from boxjax.rl import agents
+
     named = meta.get("agents")
-    if not named:
-        return meta
-    chosen = next((a for a in named if a["name"] == (agent or named[0]["name"])), None)
-    if chosen is None:
-        raise ValueError(f"--agent {agent!r}: the run's agents are {[a['name'] for a in named]}")
-    rest = {k: v for k, v in meta.items() if k != "agents"}
-    sizes = {k: chosen[k] for k in ("observation_size", "action_size")}
-    return {**rest, **sizes, "agent": chosen["name"]}
+    return agents.agent_meta(meta, agent or named[0]["name"]) if named else meta
 
 
 if __name__ == "__main__":

@@ -102,7 +102,10 @@ def restore(source: str, meta: dict, env: Any, step: int | None = None, agent: s
     one = meta.get("agent")  # the agent a policy file of one agent of a several-agent run holds
     if one is not None and agent not in (None, one):
         raise ValueError(f"{source} holds agent {one!r}'s policy, not {agent!r}'s")
-    checkpoint.check_init(meta, agents.meta_of(env, ppo.run_meta(env, config), one))
+    expected = ppo.run_meta(env, config)
+    checkpoint.check_init(
+        meta, agents.agent_meta(expected, one) if one and expected.get("agents") else expected
+    )
     template = init_train_state(env, dataclasses.replace(config, pool_size=0), jax.random.PRNGKey(0))
     if agents.has_agents(template):
         agent = agent or one or ppo.primary_agent(env)

@@ -65,10 +65,9 @@ def check_config(env: base.Env, config: PPOConfig) -> None:
     agent left to learn, a pool beside frozen agents or with Brax's batch layout, several seeds or devices;
     and any option of several agents for an env with one."""
     names = [a.name for a in base.agents_of(env)]
-    options = {"frozen_agents": config.frozen_agents, "agent_turn_iterations": config.agent_turn_iterations}
-    options["pool_size"] = config.pool_size
     if len(names) == 1:
-        given = {k: v for k, v in options.items() if v}
+        options = ("frozen_agents", "agent_turn_iterations", "pool_size")
+        given = {k: getattr(config, k) for k in options if getattr(config, k)}
         if given:
             raise ValueError(f"PPOConfig {given}: options of several agents; this env has one ({names[0]})")
         return
@@ -210,9 +209,8 @@ def learn_or_keep(
     net: ActorCritic, config: PPOConfig, view: TrainState, traj: Transition, key: jax.Array, now: Any
 ) -> Learned:
     """`learn` where `now`, else the agent's model bit for bit as it was, its loss terms and figures 0 (its
-    learning rate as it stands): a
-    `lax.cond` for a traced `now` (a turn without an update costs none), no update at all for `now` False
-    (a frozen agent)."""
+    learning rate as it stands): a `lax.cond` for a traced `now` (a turn without an update costs none), no
+    update at all for `now` False (a frozen agent)."""
     shapes = jax.eval_shape(lambda: learn(net, config, view, traj, key))
 
     def keep() -> Learned:
@@ -339,30 +337,22 @@ def init_model(source: str, train_state: TrainState, meta: dict[str, Any], prima
             )
         return checkpoint.init_model(source, train_state, meta)
     name = saved.get("agent", primary)
-    one = {k: v for k, v in meta.items() if k != "agents"}
-    model = checkpoint.init_model(source, agent_state(train_state, name), meta_sizes(meta, name, one))
+    model = checkpoint.init_model(source, agent_state(train_state, name), agent_meta(meta, name))
     return {part: {**getattr(train_state, part), name: value} for part, value in model.items()}
 
 
-def meta_sizes(meta: dict[str, Any], name: str, base_meta: dict[str, Any]) -> dict[str, Any]:
-    """`base_meta` with the observation and action sizes of agent `name` of `meta`'s agents list."""
-    for agent in meta.get("agents") or []:
-        if agent["name"] == name:
-            return {
-                **base_meta,
-                "observation_size": agent["observation_size"],
-                "action_size": agent["action_size"],
-            }
-    return base_meta
-
-
-def meta_of(env: base.Env, meta: dict[str, Any], agent: str | None) -> dict[str, Any]:
-    """A run's `meta` as one agent's model must match it: with the sizes of `env`'s agent `agent` (a policy
-    file of one agent of a several-agent run), else as it is."""
-    for one in base.agents_of(env):
-        if agent is not None and one.name == agent:
-            return {**meta, "observation_size": one.observation_size, "action_size": one.action_size}
-    return meta
+def agent_meta(meta: dict[str, Any], name: str) -> dict[str, Any]:
+    """The meta of agent `name` alone of a several-agent run's `meta` (a policy file of one agent, the meta
+    its model is checked against): the `agents` list replaced by the agent's name and its observation and
+    action sizes; a ValueError naming the run's agents where `name` is none of them."""
+    chosen = next((a for a in meta.get("agents") or [] if a["name"] == name), None)
+    if chosen is None:
+        raise ValueError(
+            f"agent {name!r}: the run's agents are {[a['name'] for a in meta.get('agents') or []]}"
+        )
+    rest = {k: v for k, v in meta.items() if k != "agents"}
+    sizes = {k: chosen[k] for k in ("observation_size", "action_size")}
+    return {**rest, **sizes, "agent": name}
 
 
 def describe(env: base.Env) -> list[dict[str, Any]] | None:

@@ -86,11 +86,16 @@ def make_policy(env: Env, config: PPOConfig) -> Callable[[Policy, jax.Array], ja
     net = make_network(env, config)
 
     def act(policy: Policy, obs: jax.Array) -> jax.Array:
-        normed = policy.normalizer(obs, config.normalize_observations)
-        mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
-        return net.dist.action(mean)
+        return mean_action(net, config, policy, obs)
 
     return act
+
+
+def mean_action(net: ActorCritic, config: PPOConfig, policy: Policy, obs: jax.Array) -> jax.Array:
+    """obs (..., O) -> the action (..., A) in [-1, 1] at the mean of `policy`'s distribution on `net`."""
+    normed = policy.normalizer(obs, config.normalize_observations)
+    mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
+    return net.dist.action(mean)
 
 
 def make_agents_policy(env: Env, config: PPOConfig) -> Callable[[dict, dict], dict]:
@@ -102,13 +107,11 @@ def make_agents_policy(env: Env, config: PPOConfig) -> Callable[[dict, dict], di
     def act(policies: dict, obs: dict) -> dict:
         out = {}
         for agent in env_base.agents_of(env):
-            policy, net, seen = policies.get(agent.name), nets[agent.name], obs[agent.name]
+            policy, seen = policies.get(agent.name), obs[agent.name]
             if policy is None:
                 out[agent.name] = jnp.zeros((*seen.shape[:-1], agent.action_size), jnp.float32)
-                continue
-            normed = policy.normalizer(seen, config.normalize_observations)
-            mean, _ = net.apply(policy.params, normed, method=ActorCritic.policy_only)
-            out[agent.name] = net.dist.action(mean)
+            else:
+                out[agent.name] = mean_action(nets[agent.name], config, policy, seen)
         return out
 
     return act
