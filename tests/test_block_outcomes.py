@@ -1,14 +1,18 @@
 """Punch outcomes of whole block episodes on the CPU path's MuJoCo C (`boxjax.envs.cpu.CpuEnv`) and on
 MJX-JAX (`BlockEnv.step`), the engines stepping identical episodes: exactly alike where the trajectories
-agree, within a tolerance set from measured noise where they drift. Simple body, 8 worlds, 6 s of face
-episodes (about 2 min each on 2 cores, mostly compiling the task's step for both engines once)."""
+agree, within a tolerance set from measured noise where they drift. Simple body against MJX-JAX, 8 worlds,
+6 s of face episodes (about 2 min each on 2 cores, mostly compiling the task's step for both engines once);
+the muscular body against MuJoCo Warp on Warp's CPU device (the GPU path's engine, where MJX-JAX takes ~6 s a
+muscular step on 2 cores), 8 worlds through one forced punch each (about 40 s)."""
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from boxjax import envs
 from boxjax.envs.base import State
 from boxjax.envs.block import env as block
 from boxjax.envs.block.env import BlockConfig
@@ -49,17 +53,23 @@ def _outcome_mjx_step():
 def _paired_outcomes(action_amplitude: float, seed: int) -> dict[str, dict[str, float]]:
     """{engine: {outcome or "fall": total}} of `OUTCOME_WORLDS` worlds stepped `OUTCOME_STEPS` times on
     MuJoCo C (`CpuEnv`) and on MJX-JAX (`BlockEnv.step`) through identical episodes, with the same actions
-    (uniform in +-`action_amplitude`, drawn from `seed`): both start from the CPU environment's draws, and
-    wherever a world ends on either side, the JAX world takes the CPU one's next episode (the CPU path
-    draws a fresh one at every restart). Between restarts each engine runs alone."""
+    (uniform in +-`action_amplitude`, drawn from `seed`)."""
     cpu = CpuEnv(OUTCOME_CONFIG, num_worlds=OUTCOME_WORLDS, seed=seed)
     cpu.reset()
-    params, step = _outcome_mjx_step()
+    return _step_both(cpu, *_outcome_mjx_step(), OUTCOME_STEPS, action_amplitude, seed)
+
+
+def _step_both(cpu: CpuEnv, params, step: Callable, steps: int, action_amplitude: float, seed: int):
+    """{engine: {outcome or "fall": total}} of the CPU environment `cpu` (reset) and the JAX task's jitted,
+    vmapped `step` (with its `params`) stepped `steps` times from the CPU environment's state with the same
+    actions (uniform in +-`action_amplitude`, drawn from `seed`): wherever a world ends on either side, the
+    JAX world takes the CPU one's next episode (the CPU path draws a fresh one at every restart). Between
+    restarts each engine runs alone."""
     ref = _as_mjx(params, cpu.state)
     totals = {side: dict.fromkeys((*OUTCOMES, "fall"), 0.0) for side in ("c", "jax")}
     draws = np.random.default_rng(seed)
-    for _ in range(OUTCOME_STEPS):
-        action = (action_amplitude * draws.uniform(-1, 1, (OUTCOME_WORLDS, cpu.action_size))).astype(
+    for _ in range(steps):
+        action = (action_amplitude * draws.uniform(-1, 1, (cpu.num_worlds, cpu.action_size))).astype(
             np.float32
         )
         out = cpu.step(action)
@@ -103,3 +113,50 @@ def test_punch_outcomes_agree_statistically_when_the_trajectories_drift():
     assert totals["c"]["arrived"] == totals["jax"]["arrived"] >= 40
     for name in ("blocked", "missed", "hit", "hit_score"):
         assert abs(totals["c"][name] - totals["jax"][name]) <= 3.0, (name, totals)
+
+
+MUSCULAR_CONFIG = BlockConfig(body="muscular", kind_weights=(1.0, 0.0, 0.0, 0.0, 0.0))
+"""Face episodes of the muscular body against the simulated opponent, the defaults otherwise."""
+MUSCULAR_WORLDS, MUSCULAR_STEPS = 8, 40
+"""8 worlds for 1 s: each throws its forced punch, which arrives and is judged (0.2 s late) within it."""
+MUSCULAR_SCORE_TOL = 0.25
+"""Summed hit score, both seeds: the held guard's trajectories part by up to 1.7e-2 rad in qpos over the 40
+steps (float32 Warp against float64 C), enough to move a glove across one of the 19 paths now and then.
+Measured before this assertion over seeds 1-12: counts equal in every seed, scores equal in 11 and 0.105
+apart (2 of 19 paths) in seed 2."""
+
+
+@functools.cache
+def _muscular_warp_step():
+    """(params, vmapped and jitted step) of `MUSCULAR_CONFIG`'s task on MuJoCo Warp (Warp's CPU device)."""
+    task = envs.make("block", body="muscular", impl="warp", num_worlds=MUSCULAR_WORLDS,
+                     kind_weights=MUSCULAR_CONFIG.kind_weights)  # fmt: skip
+    return task.default_params(), jax.jit(jax.vmap(task.step, in_axes=(None, 0, 0)))
+
+
+def _muscular_outcomes(seed: int) -> dict[str, dict[str, float]]:
+    """`_step_both` of the muscular body, the guard held (zero actions), every world throwing a different
+    library punch (drawn from `seed`) from its first frame at once."""
+    cpu = CpuEnv(MUSCULAR_CONFIG, num_worlds=MUSCULAR_WORLDS, seed=seed)
+    cpu.reset()
+    library = cpu.task.library.names
+    punches = np.random.default_rng(seed).choice(len(library), MUSCULAR_WORLDS, replace=False)
+    placed = cpu.state.info.step.sharding
+    info = cpu.state.info.replace(
+        punch=jax.device_put(punches.astype(np.int32), placed),
+        frame=jax.device_put(np.full(MUSCULAR_WORLDS, -1, np.int32), placed),
+    )
+    cpu.state = cpu.state.replace(info=info)
+    return _step_both(cpu, *_muscular_warp_step(), MUSCULAR_STEPS, 0.0, seed)
+
+
+def test_punch_outcomes_of_the_muscular_body_agree_between_mujoco_c_and_mujoco_warp():
+    """The muscular fighter's guard held through 16 forced punches (seeds 1 and 2): every punch arrives on
+    both engines and is blocked, missed or hit alike, the summed score within `MUSCULAR_SCORE_TOL`."""
+    runs = [_muscular_outcomes(seed) for seed in (1, 2)]
+    totals = {side: {k: sum(run[side][k] for run in runs) for k in OUTCOMES} for side in ("c", "jax")}
+    assert totals["c"]["arrived"] == 2 * MUSCULAR_WORLDS
+    assert totals["c"]["blocked"] >= 1 and totals["c"]["hit"] >= 1  # both outcomes judged
+    counts = ("arrived", "blocked", "missed", "hit")
+    assert {k: totals["c"][k] for k in counts} == {k: totals["jax"][k] for k in counts}
+    assert abs(totals["c"]["hit_score"] - totals["jax"]["hit_score"]) <= MUSCULAR_SCORE_TOL, totals
