@@ -96,3 +96,14 @@ def test_a_self_play_blocker_is_measured_against_the_scripted_punches(run_dir):
         bool(jnp.array_equal(a, b))
         for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(beside), strict=True)
     )
+
+
+def test_crossplay_plays_a_model_that_did_not_change_once():
+    """Versions bit-identical across steps (a frozen agent) make one label and one model; a change in one
+    weight by one ulp makes a version of its own."""
+    frozen = {"w": jnp.ones((3,)), "b": jnp.zeros((2,))}
+    nudged = {"w": frozen["w"].at[1].set(jnp.nextafter(1.0, 2.0)), "b": frozen["b"]}
+    versions = eval_cli.distinct_versions({100: frozen, 200: frozen, 300: frozen, 400: nudged})
+    assert list(versions) == ["steps 100-300, 3 identical", "step 400"]
+    assert versions["step 400"] is nudged
+    assert list(eval_cli.distinct_versions({5: frozen})) == ["step 5"]

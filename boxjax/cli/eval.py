@@ -28,7 +28,7 @@ results/eval/skill-DEVICE-DATE.jsonl.
 and plays every kept checkpoint's blocker against every kept checkpoint's opponent and the scripted
 punches (the opponent at zero offsets), both by their mean actions, in the run's own task on the JAX env
 (`--platform gpu` or `jax`): a table of the hit share of the punches that arrive, rows in
-results/eval/crossplay-DEVICE-DATE.jsonl.
+results/eval/crossplay-DEVICE-DATE.jsonl. Bit-identical versions of one agent (a frozen one) play once.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import os
 import re
 import shlex
@@ -363,6 +364,25 @@ def skill_curve(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int
     return 0
 
 
+def distinct_versions(models: dict[int, object]) -> dict[str, object]:
+    """{label: model} of one agent's checkpoint versions ({step: model}, in step order), bit-identical models
+    played once: "step S" for a model of one step, "steps S1-Sn, n identical" for one that did not change
+    (an agent frozen by `--ppo frozen_agents`, or between its turns)."""
+    import jax
+    import numpy as np
+
+    groups: dict[bytes, list[int]] = {}
+    for step, model in models.items():
+        leaves = jax.tree.leaves(model)
+        key = hashlib.sha256(b"".join(np.asarray(x).tobytes() for x in leaves)).digest()
+        groups.setdefault(key, []).append(step)
+    out = {}
+    for steps in groups.values():
+        alike = f"steps {steps[0]}-{steps[-1]}, {len(steps)} identical"
+        out[f"step {steps[0]}" if len(steps) == 1 else alike] = models[steps[0]]
+    return out
+
+
 def crossplay(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
     """Every kept blocker version of a self-play run against every kept opponent version and the scripted
     punches: the hit share table, a row per pair."""
@@ -386,8 +406,8 @@ def crossplay(args: argparse.Namespace, subj: Subject, argv: list[str]) -> int:
         meta = policies.read_meta(subj.source, step)
         versions[step] = {a: policies.restore(subj.source, meta, env, step, a)[1] for a in (ours, theirs)}
     act = rollout.agents_actor(env, ppo.PPOConfig.from_dict(subj.meta["ppo"]))
-    blockers = {f"step {s}": v[ours] for s, v in versions.items()}
-    opponents = {"scripted": None, **{f"step {s}": v[theirs] for s, v in versions.items()}}
+    blockers = distinct_versions({s: v[ours] for s, v in versions.items()})
+    opponents = {"scripted": None, **distinct_versions({s: v[theirs] for s, v in versions.items()})}
     cells, out = {}, []
     for b, blocker in blockers.items():
         for o, opponent in opponents.items():
