@@ -264,3 +264,18 @@ def test_options_of_several_agents_are_refused_where_they_cannot_apply():
     config = dataclasses.replace(CONFIG, frozen_agents=("policy",))
     with pytest.raises(ValueError, match="options of several agents"):
         ppo.train_run(PointReach(), config, KEY, iterations=1)
+
+
+def test_an_agents_reward_figure_counts_the_steps_it_played_itself():
+    """With a pool, `agent/NAME/reward` is the mean over the agent's own steps: a snapshot's steps (weight 0)
+    carrying a reward of 100 leave it at the mean of the others."""
+    from boxjax.rl.rollout import Transition
+
+    reward = np.array([[1.0, 100.0], [3.0, 100.0]], np.float32)  # (T, N): world 1 played by a snapshot
+    zeros = np.zeros_like(reward)
+    traj = Transition(obs=zeros, action=zeros, log_prob=zeros, reward=reward, next_obs=zeros,
+                      termination=zeros, done=zeros, weight=np.array([[1.0, 0.0], [1.0, 0.0]], np.float32))  # fmt: skip
+    figures = agents._agent_figures("runner", None, traj, True, primary=True)
+    assert float(figures["agent/runner/reward"]) == 2.0
+    alone = agents._agent_figures("runner", None, traj.replace(weight=None), True, primary=True)
+    assert float(alone["agent/runner/reward"]) == 51.0

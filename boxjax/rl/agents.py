@@ -226,8 +226,11 @@ def learn_or_keep(
 
 
 def _agent_figures(name: str, learned: Learned, traj: Transition, now: jax.Array, primary: bool) -> dict:
-    """An agent's figures under `PREFIX` (the primary agent's loss and guard figures keep their names)."""
-    figures = {f"{PREFIX}{name}/reward": jnp.mean(traj.reward), f"{PREFIX}{name}/learns": jnp.float32(now)}
+    """An agent's figures under `PREFIX` (the primary agent's loss and guard figures keep their names); its
+    reward per step over the steps it played itself (with a pool, not those a snapshot played for it)."""
+    own = jnp.ones_like(traj.reward) if traj.weight is None else traj.weight
+    reward = jnp.sum(traj.reward * own) / jnp.maximum(jnp.sum(own), 1.0)
+    figures = {f"{PREFIX}{name}/reward": reward, f"{PREFIX}{name}/learns": jnp.float32(now)}
     if not primary:
         terms = {f"loss/{k}": getattr(learned.terms, k) for k in learned.terms.__dataclass_fields__}
         figures.update(
