@@ -272,9 +272,9 @@ def test_an_agents_reward_figure_counts_the_steps_it_played_itself():
     from boxjax.rl.rollout import Transition
 
     reward = np.array([[1.0, 100.0], [3.0, 100.0]], np.float32)  # (T, N): world 1 played by a snapshot
-    zeros = np.zeros_like(reward)
+    zeros, own = np.zeros_like(reward), np.array([[1.0, 0.0], [1.0, 0.0]], np.float32)
     traj = Transition(obs=zeros, action=zeros, log_prob=zeros, reward=reward, next_obs=zeros,
-                      termination=zeros, done=zeros, weight=np.array([[1.0, 0.0], [1.0, 0.0]], np.float32))  # fmt: skip
+                      termination=zeros, done=zeros, weight=own)  # fmt: skip
     figures = agents._agent_figures("runner", None, traj, True, primary=True)
     assert float(figures["agent/runner/reward"]) == 2.0
     alone = agents._agent_figures("runner", None, traj.replace(weight=None), True, primary=True)
