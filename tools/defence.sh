@@ -3,7 +3,13 @@
 # (muscular against the simulated opponent, the shipped walking teacher), side by side on the card, in the
 # background; each new checkpoint exported as a policy file for `boxjax eval RUN --checkpoints`-style curves.
 #
-#   tools/defence.sh OUTDIR start NAME MINUTES [train args]   start a training run (setsid: it outlives the shell)
+#   tools/defence.sh OUTDIR start NAME MINUTES [train args]   start a training run (setsid: it outlives the shell);
+#                                                              MINUTES is wall time from the process start, set-up
+#                                                              included: on a fresh H100 machine (empty JAX and
+#                                                              Warp caches) the set-up alone took 309 s at 3c407e7
+#                                                              (results/logs/defence-proc-fall-cold-setup-*), warm
+#                                                              36.5 s, so a short run on a fresh machine needs
+#                                                              5 more minutes
 #   tools/defence.sh OUTDIR wait SECONDS NAME...               until the runs end or SECONDS pass, exporting
 #                                                              every new checkpoint and evaluating it on the
 #                                                              held-out punches (CPU path, in the background);
