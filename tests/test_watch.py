@@ -128,12 +128,12 @@ def test_a_policy_file_acts_like_its_checkpoint_and_a_bad_one_is_named(block_che
 
 
 def test_shipped_blockers_load_for_their_bodies_and_a_missing_one_is_named():
+    from boxjax.cli import policies
     from boxjax.models import checkpoint
 
-    files = sorted(os.listdir(watch.SHIPPED_DIR)) if os.path.isdir(watch.SHIPPED_DIR) else []
-    for name in files:
-        body = name[len("block-") : -len(".msgpack")]
-        path = watch.shipped_blocker(body)
+    assert policies.shipped_bodies() == ["muscular", "muscular-fast"]
+    shipped = [(body, watch.shipped_blocker(body)) for body in policies.shipped_bodies()]
+    for body, path in [*shipped, ("muscular", policies.DEFENCE_BLOCKER)]:
         meta = checkpoint.read_policy_meta(path)
         assert meta["env"] == "block" and meta["body"] == body
         env, _, policy = watch.load(path, meta, 1)
