@@ -12,8 +12,8 @@ import boxjax
 SHIPPED_DIR = os.path.join(boxjax.DATA_DIR, "blockers")
 """Where the package's trained blockers are: block-BODY.msgpack policy files (what `--body BODY` plays)."""
 DEFENCE_BLOCKER = os.path.join(SHIPPED_DIR, "defence-muscular.msgpack")
-"""The muscular blocker trained for defence from block-muscular.msgpack (docs/defence.md): hit by 15.7 % of
-the held-out punches against 39.5 %; a policy file, played or measured by its path."""
+"""The muscular blocker trained for defence from block-muscular.msgpack (its training and evaluation rows:
+docs/defence.md); a policy file, played or measured by its path, no `--body`."""
 
 
 def shipped_bodies() -> list[str]:
